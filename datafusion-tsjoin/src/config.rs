@@ -1,0 +1,54 @@
+//! Session settings (`SET tsjoin.…`) and the designated-timestamp registry.
+
+use datafusion::common::config::ConfigExtension;
+use datafusion::common::extensions_options;
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+extensions_options! {
+    /// tsjoin's session settings, set with `SET tsjoin.<name> = <value>` or
+    /// through `SessionConfig::options_mut().extensions`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+    /// use datafusion_tsjoin::TsJoinContextExt;
+    /// let ctx = datafusion_tsjoin::tsjoin_context(Default::default());
+    /// ctx.tsjoin_sql("SET tsjoin.window_join_workers = 4").await?.collect().await?;
+    /// # Ok(()) }
+    /// ```
+    pub struct TsJoinOptions {
+        /// Left batches joined in parallel per left partition by a WINDOW
+        /// JOIN (0: the session's `target_partitions`).
+        pub window_join_workers: usize, default = 0
+    }
+}
+
+impl ConfigExtension for TsJoinOptions {
+    const PREFIX: &'static str = "tsjoin";
+}
+
+/// Designated timestamp column per table name, shared by a session's
+/// planners. A table's designated timestamp is the column a WINDOW JOIN
+/// orders and windows it by; a table with exactly one timestamp column
+/// needs no entry.
+#[derive(Debug, Default)]
+pub struct TimestampRegistry {
+    columns: RwLock<HashMap<String, String>>,
+}
+
+impl TimestampRegistry {
+    /// Records `column` as the designated timestamp of `table`.
+    pub fn set(&self, table: &str, column: &str) {
+        self.columns.write().unwrap().insert(table.to_string(), column.to_string());
+    }
+
+    /// The designated timestamp of `table`, if one was registered.
+    pub fn get(&self, table: &str) -> Option<String> {
+        self.columns.read().unwrap().get(table).cloned()
+    }
+
+    /// Whether `column` is registered as designated for any table.
+    pub fn is_designated_anywhere(&self, column: &str) -> bool {
+        self.columns.read().unwrap().values().any(|c| c == column)
+    }
+}

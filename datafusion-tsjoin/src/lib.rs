@@ -1,0 +1,29 @@
+//! # datafusion-tsjoin
+//!
+//! Time-series operators for [Apache DataFusion](https://datafusion.apache.org):
+//! QuestDB's `WINDOW JOIN` in SQL, planned as a logical node and executed by
+//! a parallel physical operator, serialisable with datafusion-proto.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+//! use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
+//! let ctx = tsjoin_context(Default::default());
+//! ctx.tsjoin_sql("CREATE TABLE t (ts TIMESTAMP, v INT) AS VALUES ('2024-01-01T00:00:00', 1)").await?;
+//! let df = ctx.tsjoin_sql("SELECT t.v, sum(r.v) FROM t WINDOW JOIN t r \
+//!     RANGE BETWEEN 1 minute PRECEDING AND CURRENT ROW").await?;
+//! assert_eq!(df.collect().await?[0].num_rows(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! Data flows one way: [`sql`] → [`window_join::WindowJoinNode`] →
+//! [`window_join::WindowJoinExec`].
+
+pub mod codec;
+pub mod config;
+pub mod functions;
+mod session;
+pub mod sql;
+pub mod window_join;
+
+pub use config::{TimestampRegistry, TsJoinOptions};
+pub use session::{TsJoinContextExt, TsJoinSessionStateBuilderExt, tsjoin_context};

@@ -1,0 +1,110 @@
+//! Enabling tsjoin on a session, and the SQL entry point.
+
+use crate::config::{TimestampRegistry, TsJoinOptions};
+use crate::functions::first_last_udafs;
+use crate::sql::{WindowJoinRelationPlanner, execute_sql, registry};
+use crate::window_join::{PushDownWindowJoinFilter, TsJoinQueryPlanner};
+use datafusion::common::Result;
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::context::SessionContext;
+use datafusion::prelude::SessionConfig;
+use std::future::Future;
+use std::sync::Arc;
+
+/// Adds tsjoin to a [`SessionStateBuilder`]: the WINDOW JOIN relation
+/// planner, query planner and optimizer rule, the `first`/`last` family of
+/// aggregates, `tsjoin.*` settings and the designated-timestamp registry.
+/// Call it after `with_default_features()`.
+///
+/// ```
+/// use datafusion::execution::SessionStateBuilder;
+/// use datafusion::prelude::SessionContext;
+/// use datafusion_tsjoin::TsJoinSessionStateBuilderExt;
+/// let state = SessionStateBuilder::new().with_default_features().with_tsjoin().build();
+/// let ctx = SessionContext::new_with_state(state);
+/// ```
+pub trait TsJoinSessionStateBuilderExt {
+    /// Enables tsjoin on this builder.
+    fn with_tsjoin(self) -> Self;
+}
+
+impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
+    fn with_tsjoin(mut self) -> Self {
+        let registry = Arc::new(TimestampRegistry::default());
+        let mut config = self.config().take().unwrap_or_default();
+        if config.options().extensions.get::<TsJoinOptions>().is_none() {
+            config.options_mut().extensions.insert(TsJoinOptions::default());
+        }
+        config = config.with_extension(Arc::clone(&registry));
+        *self.config() = Some(config);
+        let aggregates = self.aggregate_functions().get_or_insert_with(Vec::new);
+        for f in first_last_udafs() {
+            if !aggregates.iter().any(|a| a.name() == f.name()) {
+                aggregates.push(f);
+            }
+        }
+        self.relation_planners()
+            .get_or_insert_with(Vec::new)
+            .push(Arc::new(WindowJoinRelationPlanner::new(registry)));
+        self.with_query_planner(Arc::new(TsJoinQueryPlanner))
+            .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))
+    }
+}
+
+/// A [`SessionContext`] with DataFusion's defaults and tsjoin enabled.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+/// use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
+/// let ctx = tsjoin_context(Default::default());
+/// ctx.tsjoin_sql("CREATE TABLE trades (ts TIMESTAMP, sym VARCHAR, price DOUBLE) AS VALUES
+///     ('2024-01-01T00:00:01', 'A', 10.0), ('2024-01-01T00:00:05', 'A', 11.0)").await?;
+/// ctx.tsjoin_sql("CREATE TABLE prices (ts TIMESTAMP, sym VARCHAR, bid DOUBLE) AS VALUES
+///     ('2024-01-01T00:00:00', 'A', 9.5), ('2024-01-01T00:00:01', 'A', 9.7),
+///     ('2024-01-01T00:00:02', 'A', 9.9)").await?;
+/// let batches = ctx.tsjoin_sql(
+///     "SELECT t.ts, t.price, avg(p.bid) AS avg_bid, count(*) AS n
+///      FROM trades t WINDOW JOIN prices p ON p.sym = t.sym
+///      RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING EXCLUDE PREVAILING").await?
+///     .collect().await?;
+/// datafusion::assert_batches_eq!([
+///     "+---------------------+-------+---------+---+",
+///     "| ts                  | price | avg_bid | n |",
+///     "+---------------------+-------+---------+---+",
+///     "| 2024-01-01T00:00:01 | 10.0  | 9.7     | 3 |",
+///     "| 2024-01-01T00:00:05 | 11.0  |         | 0 |",
+///     "+---------------------+-------+---------+---+",
+/// ], &batches);
+/// # Ok(()) }
+/// ```
+pub fn tsjoin_context(config: SessionConfig) -> SessionContext {
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_tsjoin()
+        .build();
+    SessionContext::new_with_state(state)
+}
+
+/// tsjoin's SQL entry point and registration helpers on a [`SessionContext`]
+/// built with [`tsjoin_context`] or [`TsJoinSessionStateBuilderExt::with_tsjoin`].
+pub trait TsJoinContextExt {
+    /// Like `SessionContext::sql`, plus WINDOW JOIN. Several statements
+    /// separated by `;` run in order; the last one's result is returned.
+    fn tsjoin_sql(&self, sql: &str) -> impl Future<Output = Result<DataFrame>> + Send;
+
+    /// Names `column` the designated timestamp of `table`.
+    fn set_designated_timestamp(&self, table: &str, column: &str) -> Result<()>;
+}
+
+impl TsJoinContextExt for SessionContext {
+    fn tsjoin_sql(&self, sql: &str) -> impl Future<Output = Result<DataFrame>> + Send {
+        execute_sql(self, sql)
+    }
+
+    fn set_designated_timestamp(&self, table: &str, column: &str) -> Result<()> {
+        registry(self)?.set(table, column);
+        Ok(())
+    }
+}

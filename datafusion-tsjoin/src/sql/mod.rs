@@ -1,0 +1,133 @@
+//! tsjoin's SQL entry point: DataFusion SQL plus QuestDB's WINDOW JOIN.
+//!
+//! `SessionContext::sql` cannot be extended with new join syntax, so
+//! [`plan_sql`] tokenises with the session's dialect, rewrites WINDOW JOIN
+//! clauses ([`rewrite`]), parses with DataFusion's parser, moves aggregates
+//! into place ([`ast`]) and plans through the session, whose
+//! [`WindowJoinRelationPlanner`] builds the logical node.
+
+pub mod ast;
+mod relation;
+pub mod rewrite;
+
+pub use relation::WindowJoinRelationPlanner;
+
+use crate::config::TimestampRegistry;
+use ast::{AstContext, norm, right_table_names};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::context::SessionContext;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
+use sqlparser::ast::{ObjectNamePart, Value};
+use sqlparser::dialect::dialect_from_str;
+use sqlparser::tokenizer::Tokenizer;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Option of `CREATE EXTERNAL TABLE … OPTIONS (...)` naming the designated
+/// timestamp column; tsjoin removes it before DataFusion sees the options.
+pub const DESIGNATED_TIMESTAMP_OPTION: &str = "designated_timestamp";
+
+/// Parses `sql` (one or more statements), WINDOW JOINs included. Each
+/// statement still needs [`prepare`] (against the catalog as it is when the
+/// statement runs) before DataFusion can plan it.
+pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatement>> {
+    let state = ctx.state();
+    let options = &state.config().options().sql_parser;
+    let dialect_name = options.dialect.to_string();
+    let recursion_limit = options.recursion_limit.get();
+    let dialect = dialect_from_str(&dialect_name)
+        .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect: {dialect_name}")))?;
+    let tokens = Tokenizer::new(dialect.as_ref(), sql)
+        .tokenize_with_location()
+        .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    let tokens = rewrite::rewrite_window_joins(tokens, dialect.as_ref())?;
+    let statements = DFParserBuilder::new(tokens)
+        .with_dialect(dialect.as_ref())
+        .with_recursion_limit(recursion_limit)
+        .build()?
+        .parse_statements()?;
+    Ok(statements.into_iter().collect())
+}
+
+/// Applies tsjoin's AST pass (and the designated-timestamp option) to one statement.
+pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
+    match st {
+        DFStatement::Statement(s) => {
+            let mut right_columns = HashMap::new();
+            for name in right_table_names(s) {
+                let key = name
+                    .0
+                    .iter()
+                    .map(|p| match p {
+                        ObjectNamePart::Identifier(i) => norm(i),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(".");
+                if let Ok(provider) = ctx.table_provider(key.as_str()).await {
+                    let cols: HashSet<String> = provider.schema().fields().iter().map(|f| f.name().clone()).collect();
+                    right_columns.insert(key, cols);
+                }
+            }
+            let state = ctx.state();
+            let mut aggregates: HashSet<String> = HashSet::new();
+            for (name, f) in state.aggregate_functions() {
+                aggregates.insert(name.to_lowercase());
+                aggregates.extend(f.aliases().iter().map(|a| a.to_lowercase()));
+            }
+            ast::rewrite_statement(s, &AstContext { aggregates, right_columns })
+        }
+        DFStatement::Explain(e) => Box::pin(prepare(ctx, &mut e.statement)).await,
+        DFStatement::CreateExternalTable(cet) => {
+            let pos = cet.options.iter().position(|(k, _)| k.eq_ignore_ascii_case(DESIGNATED_TIMESTAMP_OPTION));
+            if let Some(pos) = pos {
+                let (_, v) = cet.options.remove(pos);
+                let column = match v {
+                    Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s,
+                    other => other.to_string(),
+                };
+                registry(ctx)?.set(&cet.name.to_string(), &column);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The session's designated-timestamp registry (present once tsjoin is enabled).
+pub fn registry(ctx: &SessionContext) -> Result<Arc<TimestampRegistry>> {
+    ctx.state()
+        .config()
+        .get_extension::<TimestampRegistry>()
+        .ok_or_else(|| DataFusionError::Plan("tsjoin is not enabled on this SessionContext".into()))
+}
+
+/// Plans every statement of `sql` into a logical plan (statements that
+/// depend on earlier ones, such as CREATE then SELECT, need
+/// [`execute_sql`]).
+pub async fn plan_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<LogicalPlan>> {
+    let mut plans = vec![];
+    for mut st in parse_sql(ctx, sql).await? {
+        prepare(ctx, &mut st).await?;
+        plans.push(ctx.state().statement_to_plan(st).await?);
+    }
+    Ok(plans)
+}
+
+/// Plans and executes each statement of `sql` in turn, returning the last
+/// one's [`DataFrame`] (DDL runs eagerly, as in `SessionContext::sql`).
+pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
+    let statements = parse_sql(ctx, sql).await?;
+    if statements.is_empty() {
+        return Err(DataFusionError::Plan("no SQL statement given".into()));
+    }
+    let mut last = None;
+    for mut st in statements {
+        prepare(ctx, &mut st).await?;
+        let plan = ctx.state().statement_to_plan(st).await?;
+        last = Some(ctx.execute_logical_plan(plan).await?);
+    }
+    Ok(last.unwrap())
+}

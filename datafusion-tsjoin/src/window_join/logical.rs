@@ -1,0 +1,218 @@
+//! [`WindowJoinNode`]: the logical plan node of a WINDOW JOIN.
+
+use super::bounds::{Prevailing, WindowBound};
+use datafusion::common::{DFSchema, DFSchemaRef, Result, internal_err};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNodeCore};
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+/// A WINDOW JOIN: for every left row, aggregates over the right rows with an
+/// equal key whose timestamp lies in `[ts + lo, ts + hi]` (both inclusive),
+/// plus the prevailing row under [`Prevailing::Include`].
+///
+/// Output schema: every left column (qualifiers kept) followed by one
+/// unqualified column per aggregate, named by `agg_names`. Exactly one output
+/// row per left row, in left input order.
+///
+/// Planned by [`super::WindowJoinPlanner`] into a [`super::WindowJoinExec`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WindowJoinNode {
+    /// Left (FROM) input
+    pub left: Arc<LogicalPlan>,
+    /// Right (WINDOW JOIN) input
+    pub right: Arc<LogicalPlan>,
+    /// Equality keys `(left expr, right expr)`, coerced to one type per pair.
+    /// Keys compare null-safely: NULL matches NULL, as in QuestDB.
+    pub on: Vec<(Expr, Expr)>,
+    /// Remaining ON conjuncts over left and/or right columns; a pair joins
+    /// only when it is true. Never removes a left row.
+    pub filter: Option<Expr>,
+    /// Designated timestamp of the left input
+    pub left_ts: Expr,
+    /// Designated timestamp of the right input
+    pub right_ts: Expr,
+    /// Window start
+    pub lo: WindowBound,
+    /// Window end
+    pub hi: WindowBound,
+    /// INCLUDE or EXCLUDE PREVAILING
+    pub prevailing: Prevailing,
+    /// Aggregate expressions (`Expr::AggregateFunction`) over the joined schema
+    pub aggs: Vec<Expr>,
+    /// Output column name of each aggregate
+    pub agg_names: Vec<String>,
+    schema: DFSchemaRef,
+}
+
+impl WindowJoinNode {
+    /// Builds the node and derives its output schema from the inputs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_new(
+        left: Arc<LogicalPlan>,
+        right: Arc<LogicalPlan>,
+        on: Vec<(Expr, Expr)>,
+        filter: Option<Expr>,
+        left_ts: Expr,
+        right_ts: Expr,
+        lo: WindowBound,
+        hi: WindowBound,
+        prevailing: Prevailing,
+        aggs: Vec<Expr>,
+        agg_names: Vec<String>,
+    ) -> Result<Self> {
+        if aggs.len() != agg_names.len() {
+            return internal_err!("WindowJoinNode: {} aggregates but {} names", aggs.len(), agg_names.len());
+        }
+        let joined = left.schema().join(right.schema())?;
+        let mut fields: Vec<_> = left
+            .schema()
+            .iter()
+            .map(|(q, f)| (q.cloned(), Arc::clone(f)))
+            .collect();
+        for (agg, name) in aggs.iter().zip(&agg_names) {
+            let (_, field) = agg.to_field(&joined)?;
+            let field = field.as_ref().clone().with_name(name).with_nullable(true);
+            fields.push((None, Arc::new(field)));
+        }
+        let schema = DFSchema::new_with_metadata(fields, left.schema().metadata().clone())?;
+        Ok(Self {
+            left,
+            right,
+            on,
+            filter,
+            left_ts,
+            right_ts,
+            lo,
+            hi,
+            prevailing,
+            aggs,
+            agg_names,
+            schema: Arc::new(schema),
+        })
+    }
+
+    /// The schema of `left ⨝ right`, against which ON and aggregates resolve.
+    pub fn joined_schema(&self) -> Result<DFSchema> {
+        self.left.schema().join(self.right.schema())
+    }
+
+    /// Same node over a new left input (the schema is rebuilt).
+    pub fn with_left(&self, left: LogicalPlan) -> Result<Self> {
+        self.with_exprs_and_inputs(self.expressions(), vec![left, self.right.as_ref().clone()])
+    }
+}
+
+impl PartialOrd for WindowJoinNode {
+    // DFSchema has no ordering, so compare everything but the derived schema.
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        let key = |n: &Self| {
+            (
+                Arc::clone(&n.left),
+                Arc::clone(&n.right),
+                n.on.clone(),
+                n.filter.clone(),
+                n.lo.clone(),
+                n.hi.clone(),
+                n.prevailing,
+                n.aggs.clone(),
+                n.agg_names.clone(),
+            )
+        };
+        key(self).partial_cmp(&key(other)).filter(|o| *o != Ordering::Equal || self == other)
+    }
+}
+
+impl UserDefinedLogicalNodeCore for WindowJoinNode {
+    fn name(&self) -> &str {
+        "WindowJoin"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![self.left.as_ref(), self.right.as_ref()]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    /// Order: left keys, right keys, left ts, right ts, lo, hi, aggregates,
+    /// then the filter if there is one.
+    fn expressions(&self) -> Vec<Expr> {
+        let mut v = Vec::with_capacity(2 * self.on.len() + 5 + self.aggs.len());
+        v.extend(self.on.iter().map(|(l, _)| l.clone()));
+        v.extend(self.on.iter().map(|(_, r)| r.clone()));
+        v.push(self.left_ts.clone());
+        v.push(self.right_ts.clone());
+        v.push(self.lo.value.clone());
+        v.push(self.hi.value.clone());
+        v.extend(self.aggs.iter().cloned());
+        v.extend(self.filter.iter().cloned());
+        v
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "WindowJoin: ")?;
+        if !self.on.is_empty() {
+            let on: Vec<String> = self.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
+            write!(f, "on=[{}], ", on.join(", "))?;
+        }
+        if let Some(filter) = &self.filter {
+            write!(f, "filter={filter}, ")?;
+        }
+        let aggs: Vec<String> = self
+            .aggs
+            .iter()
+            .zip(&self.agg_names)
+            .map(|(a, n)| format!("{a} AS {n}"))
+            .collect();
+        write!(
+            f,
+            "ts=[{}, {}], range=[{}, {}], prevailing={}, aggs=[{}]",
+            self.left_ts,
+            self.right_ts,
+            self.lo,
+            self.hi,
+            self.prevailing.as_str(),
+            aggs.join(", ")
+        )
+    }
+
+    fn with_exprs_and_inputs(&self, mut exprs: Vec<Expr>, mut inputs: Vec<LogicalPlan>) -> Result<Self> {
+        let k = self.on.len();
+        let expected = 2 * k + 4 + self.aggs.len() + usize::from(self.filter.is_some());
+        if inputs.len() != 2 || exprs.len() != expected {
+            return internal_err!("WindowJoinNode: wrong number of inputs or expressions");
+        }
+        let filter = if self.filter.is_some() { exprs.pop() } else { None };
+        let aggs = exprs.split_off(2 * k + 4);
+        let mut it = exprs.into_iter();
+        let lefts: Vec<Expr> = it.by_ref().take(k).collect();
+        let rights: Vec<Expr> = it.by_ref().take(k).collect();
+        let (left_ts, right_ts) = (it.next().unwrap(), it.next().unwrap());
+        let lo = WindowBound { value: it.next().unwrap(), ..self.lo.clone() };
+        let hi = WindowBound { value: it.next().unwrap(), ..self.hi.clone() };
+        let right = inputs.pop().unwrap();
+        let left = inputs.pop().unwrap();
+        Self::try_new(
+            Arc::new(left),
+            Arc::new(right),
+            lefts.into_iter().zip(rights).collect(),
+            filter,
+            left_ts,
+            right_ts,
+            lo,
+            hi,
+            self.prevailing,
+            aggs,
+            self.agg_names.clone(),
+        )
+    }
+
+    // Filters and limits must not be pushed into both inputs (DataFusion's
+    // generic rules would); `PushDownWindowJoinFilter` pushes left-only
+    // predicates into the left input instead.
+    fn supports_limit_pushdown(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,30 @@
+//! QuestDB-style WINDOW JOIN.
+//!
+//! For every left row, aggregate the right rows of the same key whose
+//! timestamp lies in `[ts - lo, ts + hi]`, plus (under INCLUDE PREVAILING,
+//! the default) the last such row at or before the window start.
+//!
+//! ```text
+//! SQL ── sql::rewrite ──▶ WindowJoinNode ── WindowJoinPlanner ──▶ WindowJoinExec
+//!                        (logical.rs)       (planner.rs)          (exec.rs, stream.rs,
+//!                                                                  build.rs, probe.rs,
+//!                                                                  aggregate.rs)
+//! ```
+
+mod aggregate;
+mod bounds;
+mod build;
+mod exec;
+mod logical;
+mod planner;
+mod probe;
+mod pushdown;
+mod stream;
+
+pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound, timestamp_unit, unit_nanos};
+pub use exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSpec};
+pub use logical::WindowJoinNode;
+pub use planner::{TsJoinQueryPlanner, WindowJoinPlanner};
+pub use pushdown::PushDownWindowJoinFilter;
+pub(crate) use planner::{Side, side_of};
+pub(crate) use bounds::constant_i64;

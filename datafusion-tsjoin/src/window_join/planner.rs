@@ -1,0 +1,196 @@
+//! Physical planning of [`WindowJoinNode`] into [`WindowJoinExec`].
+
+use super::bounds::timestamp_unit;
+use super::exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSpec};
+use super::logical::WindowJoinNode;
+use crate::config::TsJoinOptions;
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::{DFSchema, Result, not_impl_err, plan_err};
+use datafusion::execution::context::QueryPlanner;
+use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNode};
+use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+#[allow(deprecated)]
+use datafusion::physical_planner::{
+    DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner, create_aggregate_expr_and_maybe_filter,
+};
+use datafusion::catalog::Session;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use std::sync::Arc;
+
+/// Plans [`WindowJoinNode`]s; install it with [`TsJoinQueryPlanner`].
+#[derive(Debug, Default)]
+pub struct WindowJoinPlanner;
+
+/// Which side(s) of the join an expression reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// No columns at all (a constant)
+    None,
+    /// Left columns only
+    Left,
+    /// Right columns only
+    Right,
+    /// Both
+    Both,
+}
+
+/// The side(s) whose columns `expr` references.
+pub(crate) fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Side {
+    let (mut l, mut r) = (false, false);
+    for c in expr.column_refs() {
+        if left.has_column(c) {
+            l = true;
+        } else if right.has_column(c) {
+            r = true;
+        }
+    }
+    match (l, r) {
+        (false, false) => Side::None,
+        (true, false) => Side::Left,
+        (false, true) => Side::Right,
+        (true, true) => Side::Both,
+    }
+}
+
+#[async_trait]
+impl ExtensionPlanner for WindowJoinPlanner {
+    async fn plan_extension(
+        &self,
+        planner: &dyn PhysicalPlanner,
+        node: &dyn UserDefinedLogicalNode,
+        logical_inputs: &[&LogicalPlan],
+        physical_inputs: &[Arc<dyn ExecutionPlan>],
+        session: &dyn Session,
+        planning_ctx: &PhysicalPlanningContext,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(node) = node.as_any().downcast_ref::<WindowJoinNode>() else {
+            return Ok(None);
+        };
+        let (lschema, rschema) = (logical_inputs[0].schema(), logical_inputs[1].schema());
+        let joined = lschema.join(rschema)?;
+        let pair_physical: Schema = joined.as_arrow().clone();
+        let phys = |e: &Expr, s: &DFSchema| planner.create_physical_expr(e, s, session, planning_ctx);
+
+        let left_keys = node.on.iter().map(|(l, _)| phys(l, lschema)).collect::<Result<Vec<_>>>()?;
+        let right_keys = node.on.iter().map(|(_, r)| phys(r, rschema)).collect::<Result<Vec<_>>>()?;
+        let left_ts = phys(&node.left_ts, lschema)?;
+        let right_ts = phys(&node.right_ts, rschema)?;
+        let left_unit = timestamp_unit(&node.left_ts.to_string(), &node.left_ts.get_type(lschema)?)?;
+        let right_unit = timestamp_unit(&node.right_ts.to_string(), &node.right_ts.get_type(rschema)?)?;
+        let bound = |b: &super::bounds::WindowBound| -> Result<PhysicalBound> {
+            Ok(PhysicalBound { value: phys(&b.value, lschema)?, unit: b.unit, direction: b.direction })
+        };
+
+        let (mut lf, mut rf, mut pf) = (vec![], vec![], vec![]);
+        if let Some(filter) = &node.filter {
+            for c in split_conjunction(filter) {
+                match side_of(c, lschema, rschema) {
+                    Side::None | Side::Left => lf.push(c.clone()),
+                    Side::Right => rf.push(c.clone()),
+                    Side::Both => pf.push(c.clone()),
+                }
+            }
+        }
+        let opt = |v: Vec<Expr>, s: &DFSchema| -> Result<Option<Arc<dyn PhysicalExpr>>> {
+            conjunction(v).map(|e| phys(&e, s)).transpose()
+        };
+
+        let props = session.execution_props();
+        let left_len = lschema.fields().len();
+        let mut aggs = Vec::with_capacity(node.aggs.len());
+        for (i, agg) in node.aggs.iter().enumerate() {
+            let field = Arc::clone(node.schema().as_ref().field(left_len + i));
+            let Expr::AggregateFunction(AggregateFunction { func, params }) = agg else {
+                return plan_err!("WINDOW JOIN expects an aggregate function, got {agg}");
+            };
+            let input = match side_of(agg, lschema, rschema) {
+                Side::None | Side::Right => AggInput::Right,
+                Side::Left | Side::Both => AggInput::Pair,
+            };
+            let (ls, ps): (&DFSchema, Schema) = match input {
+                AggInput::Right => (rschema, rschema.as_arrow().clone()),
+                AggInput::Pair => (&joined, pair_physical.clone()),
+            };
+            let name = func.name().to_ascii_lowercase();
+            let simple = !params.distinct && params.filter.is_none() && params.order_by.is_empty();
+            let kind_and_args = match name.as_str() {
+                "count" if simple && params.args.iter().all(|a| matches!(a, Expr::Literal(v, _) if !v.is_null())) => {
+                    Some((WindowAggKind::CountStar, vec![]))
+                }
+                "first" | "last" | "first_not_null" | "last_not_null" if simple && params.args.len() == 1 => {
+                    let kind = match name.as_str() {
+                        "first" => WindowAggKind::First,
+                        "last" => WindowAggKind::Last,
+                        "first_not_null" => WindowAggKind::FirstNotNull,
+                        _ => WindowAggKind::LastNotNull,
+                    };
+                    Some((kind, vec![phys(&params.args[0], ls)?]))
+                }
+                _ => None,
+            };
+            let (kind, args) = match kind_and_args {
+                Some(k) => k,
+                None => {
+                    #[allow(deprecated)]
+                    let (expr, filter, order) = create_aggregate_expr_and_maybe_filter(agg, ls, &ps, props)?;
+                    if filter.is_some() {
+                        return not_impl_err!("FILTER (WHERE ...) on a WINDOW JOIN aggregate is not supported: {agg}");
+                    }
+                    if !order.is_empty() {
+                        return not_impl_err!("ORDER BY inside a WINDOW JOIN aggregate is not supported: {agg}; windows aggregate in timestamp order");
+                    }
+                    let args = expr.expressions();
+                    (WindowAggKind::Accumulate(expr), args)
+                }
+            };
+            aggs.push(WindowAgg { kind, input, args, field, display: agg.to_string() });
+        }
+
+        let spec = WindowJoinSpec {
+            left_keys,
+            right_keys,
+            left_ts,
+            right_ts,
+            left_unit,
+            right_unit,
+            lo: bound(&node.lo)?,
+            hi: bound(&node.hi)?,
+            prevailing: node.prevailing,
+            left_filter: opt(lf, lschema)?,
+            right_filter: opt(rf, rschema)?,
+            pair_filter: opt(pf, &joined)?,
+            aggs,
+        };
+        let options = session.config_options();
+        let workers = match options.extensions.get::<TsJoinOptions>().map(|o| o.window_join_workers) {
+            Some(n) if n > 0 => n,
+            _ => options.execution.target_partitions,
+        };
+        let exec = WindowJoinExec::try_new(
+            Arc::clone(&physical_inputs[0]),
+            Arc::clone(&physical_inputs[1]),
+            Arc::new(spec),
+            workers,
+        )?;
+        Ok(Some(Arc::new(exec)))
+    }
+}
+
+/// A [`QueryPlanner`] that knows tsjoin's logical nodes.
+#[derive(Debug, Default)]
+pub struct TsJoinQueryPlanner;
+
+#[async_trait]
+impl QueryPlanner for TsJoinQueryPlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session: &dyn Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let planner = DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(WindowJoinPlanner)]);
+        planner.create_physical_plan(logical_plan, session).await
+    }
+}

@@ -1,0 +1,6 @@
+//! All integration tests in one binary (each test binary links DataFusion).
+
+mod codec;
+mod differential;
+mod slt;
+mod support;
