@@ -5,7 +5,8 @@
 use super::build::{RightIndex, eval_all};
 use super::exec::{AggInput, WindowAgg, WindowAggKind, WindowJoinSpec};
 use super::probe::{WindowLists, pair_batch};
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt32Array};
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::arrow::compute::kernels::zip::zip;
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::SchemaRef;
@@ -83,6 +84,17 @@ fn aggregate_one(
         WindowAggKind::Last => pick(&|r, _| (!r.is_empty()).then(|| r.end - 1)),
         WindowAggKind::FirstNotNull => pick(&|mut r, v| r.find(|&k| v.is_valid(k))),
         WindowAggKind::LastNotNull => pick(&|mut r, v| r.rfind(|&k| v.is_valid(k))),
+        WindowAggKind::MinFloat | WindowAggKind::MaxFloat => {
+            let values = cast(&entry_values()?[0], &DataType::Float64)?;
+            let values = values.as_primitive::<Float64Type>();
+            let max = matches!(agg.kind, WindowAggKind::MaxFloat);
+            let out: Float64Array = lists
+                .offsets
+                .windows(2)
+                .map(|w| float_extreme(values, w[0] as usize..w[1] as usize, max))
+                .collect();
+            Ok(Arc::new(out))
+        }
         WindowAggKind::Accumulate(expr) => {
             let mut acc: Box<dyn GroupsAccumulator> = if expr.groups_accumulator_supported() {
                 expr.create_groups_accumulator()?
@@ -104,4 +116,31 @@ fn aggregate_one(
             Ok(zip(&empty, &default.to_scalar()?, &out)?)
         }
     }
+}
+
+/// min/max of the non-NULL values in `range` under arrow's total order with
+/// NaN normalised to the largest value: `max` is NaN when any value is NaN,
+/// `min` only when all are. `None` when there is no non-NULL value.
+pub(crate) fn float_extreme(
+    values: &datafusion::arrow::array::PrimitiveArray<Float64Type>,
+    range: std::ops::Range<usize>,
+    max: bool,
+) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    for k in range {
+        if values.is_null(k) {
+            continue;
+        }
+        let v = values.value(k);
+        let v = if v.is_nan() { f64::NAN } else { v };
+        best = Some(match best {
+            None => v,
+            Some(b) => {
+                let greater = v.total_cmp(&b).is_gt() || (v.is_nan() && !b.is_nan());
+                let less = (b.is_nan() && !v.is_nan()) || (!v.is_nan() && v.total_cmp(&b).is_lt());
+                if (max && greater) || (!max && less) { v } else { b }
+            }
+        });
+    }
+    best
 }

@@ -53,6 +53,12 @@ pub enum WindowAggKind {
     FirstNotNull,
     /// `last_not_null(x)`
     LastNotNull,
+    /// `min(x)` over floats: NULLs skipped, NaN only when every value is NaN
+    /// (arrow's total order). DataFusion's grouped float min/max depend on
+    /// input order around NaN, so floats do not use them.
+    MinFloat,
+    /// `max(x)` over floats: NULLs skipped, NaN when any value is NaN.
+    MaxFloat,
     /// Any other DataFusion aggregate, through its `GroupsAccumulator`
     /// (or an `Accumulator` adapter), one group per left row.
     Accumulate(Arc<AggregateFunctionExpr>),

@@ -5,7 +5,7 @@ use super::exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinE
 use super::logical::WindowJoinNode;
 use crate::config::TsJoinOptions;
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::{DFSchema, Result, not_impl_err, plan_err};
 use datafusion::execution::context::QueryPlanner;
 use datafusion::logical_expr::expr::AggregateFunction;
@@ -127,6 +127,14 @@ impl ExtensionPlanner for WindowJoinPlanner {
                         "first_not_null" => WindowAggKind::FirstNotNull,
                         _ => WindowAggKind::LastNotNull,
                     };
+                    Some((kind, vec![phys(&params.args[0], ls)?]))
+                }
+                "min" | "max"
+                    if simple
+                        && params.args.len() == 1
+                        && matches!(params.args[0].get_type(ls)?, DataType::Float32 | DataType::Float64) =>
+                {
+                    let kind = if name == "min" { WindowAggKind::MinFloat } else { WindowAggKind::MaxFloat };
                     Some((kind, vec![phys(&params.args[0], ls)?]))
                 }
                 _ => None,
