@@ -6,7 +6,7 @@ use super::logical::WindowJoinNode;
 use datafusion::common::Result;
 use datafusion::common::tree_node::Transformed;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
-use datafusion::logical_expr::{Extension, Filter, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Expr, Extension, Filter, LogicalPlan, LogicalPlanBuilder, Projection};
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 use std::sync::Arc;
 
@@ -34,7 +34,15 @@ impl OptimizerRule for PushDownWindowJoinFilter {
         let LogicalPlan::Filter(filter) = &plan else {
             return Ok(Transformed::no(plan));
         };
-        let LogicalPlan::Extension(ext) = filter.input.as_ref() else {
+        // The join may sit under a projection that only selects columns
+        // (column pruning puts one there); push through it too.
+        let (projection, join_plan) = match filter.input.as_ref() {
+            LogicalPlan::Projection(p) if p.expr.iter().all(|e| matches!(e, Expr::Column(_))) => {
+                (Some(p), p.input.as_ref())
+            }
+            other => (None, other),
+        };
+        let LogicalPlan::Extension(ext) = join_plan else {
             return Ok(Transformed::no(plan));
         };
         let Some(node) = ext.node.as_any().downcast_ref::<WindowJoinNode>() else {
@@ -55,7 +63,10 @@ impl OptimizerRule for PushDownWindowJoinFilter {
             return Ok(Transformed::no(plan));
         };
         let new_left = LogicalPlan::Filter(Filter::try_new(pushed, Arc::clone(&node.left))?);
-        let new_node = LogicalPlan::Extension(Extension { node: Arc::new(node.with_left(new_left)?) });
+        let mut new_node = LogicalPlan::Extension(Extension { node: Arc::new(node.with_left(new_left)?) });
+        if let Some(p) = projection {
+            new_node = LogicalPlan::Projection(Projection::try_new(p.expr.clone(), Arc::new(new_node))?);
+        }
         let out = match conjunction(keep) {
             Some(rest) => LogicalPlanBuilder::from(new_node).filter(rest)?.build()?,
             None => new_node,
