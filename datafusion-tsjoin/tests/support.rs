@@ -33,6 +33,6 @@ pub fn cell(array: &ArrayRef, row: usize) -> String {
     }
     let opts = FormatOptions::default();
     let f = ArrayFormatter::try_new(array.as_ref(), &opts).unwrap();
-    let s = f.value(row).to_string();
+    let s = f.value(row).to_string().trim_end().to_string();
     if s.is_empty() { "(empty)".into() } else { s }
 }

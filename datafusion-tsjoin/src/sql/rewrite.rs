@@ -57,6 +57,7 @@ struct Bound {
 /// Rewrites every `WINDOW JOIN … RANGE BETWEEN … [INCLUDE|EXCLUDE PREVAILING]`.
 /// Each one gets a statement-wide number, used to name its aggregate columns.
 pub fn rewrite_window_joins(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect) -> Result<Vec<TokenWithSpan>> {
+    let tokens = merge_digit_groups(tokens);
     let mut out = Vec::with_capacity(tokens.len() + 32);
     let mut i = 0;
     let mut count = 0usize;
@@ -71,6 +72,27 @@ pub fn rewrite_window_joins(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect) -
         }
     }
     Ok(out)
+}
+
+/// QuestDB writes `60_000_000`; most dialects tokenise that as the number
+/// `60` followed by the word `_000_000`. Joins such pairs back into one number.
+fn merge_digit_groups(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        if let (Some(prev), Token::Word(w)) = (out.last_mut(), &t.token)
+            && let Token::Number(n, long) = &prev.token
+            && w.quote_style.is_none()
+            && w.value.starts_with('_')
+            && w.value.chars().all(|c| c == '_' || c.is_ascii_digit())
+            && !n.contains(['.', 'e', 'E'])
+        {
+            let merged = format!("{n}{}", w.value.replace('_', ""));
+            prev.token = Token::Number(merged, *long);
+            continue;
+        }
+        out.push(t);
+    }
+    out
 }
 
 /// Rewrites the WINDOW JOIN whose `WINDOW` token is at `at` and whose
