@@ -1,1 +1,347 @@
-pub fn x(){}
+//! datafusion-proto extension codecs for tsjoin's plan nodes, so plans can
+//! be shipped to other processes (Ballista, datafusion-distributed).
+//!
+//! Every encoding starts with a tag byte ([`WINDOW_JOIN_TAG`]), so a codec
+//! that wraps these (as Ballista's must) can tell tsjoin's bytes from its own.
+//!
+//! ```
+//! use datafusion_tsjoin::codec::{TsJoinLogicalCodec, TsJoinPhysicalCodec};
+//! let (_l, _p) = (TsJoinLogicalCodec, TsJoinPhysicalCodec);
+//! ```
+
+use crate::window_join::{
+    AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, WindowAgg, WindowAggKind, WindowJoinExec,
+    WindowJoinNode, WindowJoinSpec, timestamp_unit,
+};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::{DataFusionError, Result, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::execution::registry::FunctionRegistry;
+use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCore};
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+use datafusion_proto::logical_plan::LogicalExtensionCodec;
+use datafusion_proto::logical_plan::from_proto::parse_expr;
+use datafusion_proto::logical_plan::to_proto::serialize_expr;
+use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
+use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use datafusion_proto::protobuf::{self, LogicalExprNode, PhysicalExprNode};
+use prost::Message;
+use std::sync::Arc;
+
+/// First byte of an encoded WINDOW JOIN node (logical or physical).
+pub const WINDOW_JOIN_TAG: u8 = 0xB1;
+
+#[derive(Clone, PartialEq, Message)]
+struct WindowJoinNodeProto {
+    #[prost(message, repeated, tag = "1")]
+    exprs: Vec<LogicalExprNode>,
+    #[prost(uint32, tag = "2")]
+    keys: u32,
+    #[prost(bool, tag = "3")]
+    has_filter: bool,
+    #[prost(string, repeated, tag = "4")]
+    bounds: Vec<String>,
+    #[prost(string, tag = "5")]
+    prevailing: String,
+    #[prost(string, repeated, tag = "6")]
+    agg_names: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct WindowAggProto {
+    #[prost(string, tag = "1")]
+    kind: String,
+    #[prost(string, tag = "2")]
+    function: String,
+    #[prost(bool, tag = "3")]
+    distinct: bool,
+    #[prost(bool, tag = "4")]
+    ignore_nulls: bool,
+    #[prost(bool, tag = "5")]
+    pair: bool,
+    #[prost(message, repeated, tag = "6")]
+    args: Vec<PhysicalExprNode>,
+    #[prost(string, tag = "7")]
+    display: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct WindowJoinExecProto {
+    #[prost(message, repeated, tag = "1")]
+    left_keys: Vec<PhysicalExprNode>,
+    #[prost(message, repeated, tag = "2")]
+    right_keys: Vec<PhysicalExprNode>,
+    #[prost(message, optional, tag = "3")]
+    left_ts: Option<PhysicalExprNode>,
+    #[prost(message, optional, tag = "4")]
+    right_ts: Option<PhysicalExprNode>,
+    #[prost(message, optional, tag = "5")]
+    lo: Option<PhysicalExprNode>,
+    #[prost(message, optional, tag = "6")]
+    hi: Option<PhysicalExprNode>,
+    /// lo unit, lo direction, hi unit, hi direction
+    #[prost(string, repeated, tag = "7")]
+    bounds: Vec<String>,
+    #[prost(string, tag = "8")]
+    prevailing: String,
+    #[prost(message, optional, tag = "9")]
+    left_filter: Option<PhysicalExprNode>,
+    #[prost(message, optional, tag = "10")]
+    right_filter: Option<PhysicalExprNode>,
+    #[prost(message, optional, tag = "11")]
+    pair_filter: Option<PhysicalExprNode>,
+    #[prost(message, repeated, tag = "12")]
+    aggs: Vec<WindowAggProto>,
+    /// Output fields of the aggregates.
+    #[prost(message, optional, tag = "13")]
+    agg_fields: Option<protobuf::Schema>,
+    #[prost(uint64, tag = "14")]
+    workers: u64,
+}
+
+fn decode_err(what: &str) -> DataFusionError {
+    DataFusionError::Internal(format!("tsjoin codec: malformed {what}"))
+}
+
+fn tagged(buf: &[u8]) -> Result<&[u8]> {
+    match buf.split_first() {
+        Some((&WINDOW_JOIN_TAG, rest)) => Ok(rest),
+        _ => internal_err!("tsjoin codec: not a tsjoin node"),
+    }
+}
+
+fn bound_strings(b: [(BoundUnit, Direction); 2]) -> Vec<String> {
+    b.iter().flat_map(|(u, d)| [u.as_str().to_string(), d.as_str().to_string()]).collect()
+}
+
+fn parse_bounds(v: &[String]) -> Result<[(BoundUnit, Direction); 2]> {
+    let one = |u: &String, d: &String| -> Result<(BoundUnit, Direction)> {
+        let unit = if u == "raw" { Some(BoundUnit::Raw) } else { BoundUnit::parse(u) };
+        Ok((unit.ok_or_else(|| decode_err("bound unit"))?, Direction::parse(d).ok_or_else(|| decode_err("bound"))?))
+    };
+    if v.len() != 4 {
+        return Err(decode_err("bounds"));
+    }
+    Ok([one(&v[0], &v[1])?, one(&v[2], &v[3])?])
+}
+
+/// Logical codec for [`WindowJoinNode`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TsJoinLogicalCodec;
+
+impl LogicalExtensionCodec for TsJoinLogicalCodec {
+    fn try_decode(&self, buf: &[u8], inputs: &[LogicalPlan], ctx: &TaskContext) -> Result<Extension> {
+        let msg = WindowJoinNodeProto::decode(tagged(buf)?).map_err(|e| DataFusionError::Internal(e.to_string()))?;
+        let exprs = msg.exprs.iter().map(|e| Ok(parse_expr(e, ctx, self)?)).collect::<Result<Vec<_>>>()?;
+        let [lo, hi] = parse_bounds(&msg.bounds)?;
+        let node = WindowJoinNode::try_from_exprs(
+            inputs.to_vec(),
+            exprs,
+            msg.keys as usize,
+            msg.has_filter,
+            lo,
+            hi,
+            Prevailing::parse(&msg.prevailing).ok_or_else(|| decode_err("prevailing"))?,
+            msg.agg_names,
+        )?;
+        Ok(Extension { node: Arc::new(node) })
+    }
+
+    fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        let Some(n) = node.node.as_any().downcast_ref::<WindowJoinNode>() else {
+            return internal_err!("tsjoin codec cannot encode {}", node.node.name());
+        };
+        let msg = WindowJoinNodeProto {
+            exprs: n.expressions().iter().map(|e| Ok(serialize_expr(e, self)?)).collect::<Result<_>>()?,
+            keys: n.on.len() as u32,
+            has_filter: n.filter.is_some(),
+            bounds: bound_strings([(n.lo.unit, n.lo.direction), (n.hi.unit, n.hi.direction)]),
+            prevailing: n.prevailing.as_str().into(),
+            agg_names: n.agg_names.clone(),
+        };
+        buf.push(WINDOW_JOIN_TAG);
+        msg.encode(buf).map_err(|e| DataFusionError::Internal(e.to_string()))
+    }
+
+    fn try_decode_table_provider(
+        &self,
+        _buf: &[u8],
+        _table_ref: &datafusion::common::TableReference,
+        _schema: SchemaRef,
+        _ctx: &TaskContext,
+    ) -> Result<Arc<dyn datafusion::catalog::TableProvider>> {
+        internal_err!("tsjoin codec has no table providers")
+    }
+
+    fn try_encode_table_provider(
+        &self,
+        _table_ref: &datafusion::common::TableReference,
+        _node: Arc<dyn datafusion::catalog::TableProvider>,
+        _buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        internal_err!("tsjoin codec has no table providers")
+    }
+}
+
+/// Physical codec for [`WindowJoinExec`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TsJoinPhysicalCodec;
+
+impl TsJoinPhysicalCodec {
+    fn ser(&self, e: &Arc<dyn PhysicalExpr>) -> Result<PhysicalExprNode> {
+        serialize_physical_expr(e, self)
+    }
+
+    fn de(&self, e: &Option<PhysicalExprNode>, ctx: &TaskContext, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
+        let e = e.as_ref().ok_or_else(|| decode_err("expression"))?;
+        parse_physical_expr(e, ctx, schema, self)
+    }
+}
+
+impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        _converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let msg = WindowJoinExecProto::decode(tagged(buf)?).map_err(|e| DataFusionError::Internal(e.to_string()))?;
+        let [left, right] = inputs else {
+            return internal_err!("WindowJoinExec needs two inputs");
+        };
+        let (ls, rs) = (left.schema(), right.schema());
+        let pair = Schema::new(ls.fields().iter().chain(rs.fields().iter()).cloned().collect::<Vec<_>>());
+        let side = |pair_input: bool| if pair_input { &pair } else { rs.as_ref() };
+        let many = |v: &[PhysicalExprNode], s: &Schema| -> Result<Vec<Arc<dyn PhysicalExpr>>> {
+            v.iter().map(|e| parse_physical_expr(e, ctx, s, self)).collect()
+        };
+        let opt = |e: &Option<PhysicalExprNode>, s: &Schema| -> Result<Option<Arc<dyn PhysicalExpr>>> {
+            e.as_ref().map(|e| parse_physical_expr(e, ctx, s, self)).transpose()
+        };
+        let agg_fields: Schema = msg
+            .agg_fields
+            .as_ref()
+            .ok_or_else(|| decode_err("aggregate fields"))?
+            .try_into()
+            .map_err(|e: datafusion_proto::protobuf::FromProtoError| DataFusionError::Internal(e.to_string()))?;
+        if agg_fields.fields().len() != msg.aggs.len() {
+            return Err(decode_err("aggregate fields"));
+        }
+        let mut aggs = vec![];
+        for (a, field) in msg.aggs.iter().zip(agg_fields.fields()) {
+            let schema = side(a.pair);
+            let args = many(&a.args, schema)?;
+            let kind = match a.kind.as_str() {
+                "count_star" => WindowAggKind::CountStar,
+                "first" => WindowAggKind::First,
+                "last" => WindowAggKind::Last,
+                "first_not_null" => WindowAggKind::FirstNotNull,
+                "last_not_null" => WindowAggKind::LastNotNull,
+                "min_float" => WindowAggKind::MinFloat,
+                "max_float" => WindowAggKind::MaxFloat,
+                "accumulate" => {
+                    let udaf = ctx.udaf(&a.function)?;
+                    let mut b = AggregateExprBuilder::new(udaf, args.clone())
+                        .schema(Arc::new(schema.clone()))
+                        .alias(field.name())
+                        .human_display(a.display.clone())
+                        .with_ignore_nulls(a.ignore_nulls);
+                    if a.distinct {
+                        b = b.distinct();
+                    }
+                    WindowAggKind::Accumulate(Arc::new(b.build()?))
+                }
+                _ => return Err(decode_err("aggregate kind")),
+            };
+            let input = if a.pair { AggInput::Pair } else { AggInput::Right };
+            aggs.push(WindowAgg { kind, input, args, field: Arc::clone(field), display: a.display.clone() });
+        }
+        let left_ts = self.de(&msg.left_ts, ctx, &ls)?;
+        let right_ts = self.de(&msg.right_ts, ctx, &rs)?;
+        let [lo, hi] = parse_bounds(&msg.bounds)?;
+        let spec = WindowJoinSpec {
+            left_keys: many(&msg.left_keys, &ls)?,
+            right_keys: many(&msg.right_keys, &rs)?,
+            left_unit: timestamp_unit("left timestamp", &left_ts.data_type(&ls)?)?,
+            right_unit: timestamp_unit("right timestamp", &right_ts.data_type(&rs)?)?,
+            left_ts,
+            right_ts,
+            lo: PhysicalBound { value: self.de(&msg.lo, ctx, &ls)?, unit: lo.0, direction: lo.1 },
+            hi: PhysicalBound { value: self.de(&msg.hi, ctx, &ls)?, unit: hi.0, direction: hi.1 },
+            prevailing: Prevailing::parse(&msg.prevailing).ok_or_else(|| decode_err("prevailing"))?,
+            left_filter: opt(&msg.left_filter, &ls)?,
+            right_filter: opt(&msg.right_filter, &rs)?,
+            pair_filter: opt(&msg.pair_filter, &pair)?,
+            aggs,
+        };
+        let exec = WindowJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec), msg.workers as usize)?;
+        Ok(Arc::new(exec))
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        _converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        let Some(exec) = node.downcast_ref::<WindowJoinExec>() else {
+            return internal_err!("tsjoin codec cannot encode {}", node.name());
+        };
+        let s = exec.spec();
+        let many = |v: &[Arc<dyn PhysicalExpr>]| -> Result<Vec<PhysicalExprNode>> { v.iter().map(|e| self.ser(e)).collect() };
+        let opt = |e: &Option<Arc<dyn PhysicalExpr>>| e.as_ref().map(|e| self.ser(e)).transpose();
+        let aggs = s
+            .aggs
+            .iter()
+            .map(|a| {
+                let (kind, function, distinct, ignore_nulls) = match &a.kind {
+                    WindowAggKind::CountStar => ("count_star", String::new(), false, false),
+                    WindowAggKind::First => ("first", String::new(), false, false),
+                    WindowAggKind::Last => ("last", String::new(), false, false),
+                    WindowAggKind::FirstNotNull => ("first_not_null", String::new(), false, false),
+                    WindowAggKind::LastNotNull => ("last_not_null", String::new(), false, false),
+                    WindowAggKind::MinFloat => ("min_float", String::new(), false, false),
+                    WindowAggKind::MaxFloat => ("max_float", String::new(), false, false),
+                    WindowAggKind::Accumulate(e) => {
+                        ("accumulate", e.fun().name().to_string(), e.is_distinct(), e.ignore_nulls())
+                    }
+                };
+                Ok(WindowAggProto {
+                    kind: kind.into(),
+                    function,
+                    distinct,
+                    ignore_nulls,
+                    pair: a.input == AggInput::Pair,
+                    args: many(&a.args)?,
+                    display: a.display.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let fields = Schema::new(s.aggs.iter().map(|a| Arc::clone(&a.field)).collect::<Vec<_>>());
+        let msg = WindowJoinExecProto {
+            left_keys: many(&s.left_keys)?,
+            right_keys: many(&s.right_keys)?,
+            left_ts: Some(self.ser(&s.left_ts)?),
+            right_ts: Some(self.ser(&s.right_ts)?),
+            lo: Some(self.ser(&s.lo.value)?),
+            hi: Some(self.ser(&s.hi.value)?),
+            bounds: bound_strings([(s.lo.unit, s.lo.direction), (s.hi.unit, s.hi.direction)]),
+            prevailing: s.prevailing.as_str().into(),
+            left_filter: opt(&s.left_filter)?,
+            right_filter: opt(&s.right_filter)?,
+            pair_filter: opt(&s.pair_filter)?,
+            aggs,
+            agg_fields: Some(
+                (&fields)
+                    .try_into()
+                    .map_err(|e: datafusion_proto::protobuf::ToProtoError| DataFusionError::Internal(e.to_string()))?,
+            ),
+            workers: exec.workers() as u64,
+        };
+        buf.push(WINDOW_JOIN_TAG);
+        msg.encode(buf).map_err(|e| DataFusionError::Internal(e.to_string()))
+    }
+}

@@ -61,8 +61,8 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
 /// ctx.tsjoin_sql("CREATE TABLE trades (ts TIMESTAMP, sym VARCHAR, price DOUBLE) AS VALUES
 ///     ('2024-01-01T00:00:01', 'A', 10.0), ('2024-01-01T00:00:05', 'A', 11.0)").await?;
 /// ctx.tsjoin_sql("CREATE TABLE prices (ts TIMESTAMP, sym VARCHAR, bid DOUBLE) AS VALUES
-///     ('2024-01-01T00:00:00', 'A', 9.5), ('2024-01-01T00:00:01', 'A', 9.7),
-///     ('2024-01-01T00:00:02', 'A', 9.9)").await?;
+///     ('2024-01-01T00:00:00', 'A', 9.5), ('2024-01-01T00:00:01', 'A', 9.75),
+///     ('2024-01-01T00:00:02', 'A', 10.0)").await?;
 /// let batches = ctx.tsjoin_sql(
 ///     "SELECT t.ts, t.price, avg(p.bid) AS avg_bid, count(*) AS n
 ///      FROM trades t WINDOW JOIN prices p ON p.sym = t.sym
@@ -72,7 +72,7 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
 ///     "+---------------------+-------+---------+---+",
 ///     "| ts                  | price | avg_bid | n |",
 ///     "+---------------------+-------+---------+---+",
-///     "| 2024-01-01T00:00:01 | 10.0  | 9.7     | 3 |",
+///     "| 2024-01-01T00:00:01 | 10.0  | 9.75    | 3 |",
 ///     "| 2024-01-01T00:00:05 | 11.0  |         | 0 |",
 ///     "+---------------------+-------+---------+---+",
 /// ], &batches);

@@ -1,6 +1,6 @@
 //! [`WindowJoinNode`]: the logical plan node of a WINDOW JOIN.
 
-use super::bounds::{Prevailing, WindowBound};
+use super::bounds::{BoundUnit, Direction, Prevailing, WindowBound};
 use datafusion::common::{DFSchema, DFSchemaRef, Result, internal_err};
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNodeCore};
 use std::cmp::Ordering;
@@ -92,6 +92,49 @@ impl WindowJoinNode {
         })
     }
 
+    /// Rebuilds a node from its inputs and its [`UserDefinedLogicalNodeCore::expressions`]
+    /// (used by optimizer rewrites and the proto codec).
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_from_exprs(
+        mut inputs: Vec<LogicalPlan>,
+        mut exprs: Vec<Expr>,
+        n_keys: usize,
+        has_filter: bool,
+        lo: (BoundUnit, Direction),
+        hi: (BoundUnit, Direction),
+        prevailing: Prevailing,
+        agg_names: Vec<String>,
+    ) -> Result<Self> {
+        let k = n_keys;
+        let expected = 2 * k + 4 + agg_names.len() + usize::from(has_filter);
+        if inputs.len() != 2 || exprs.len() != expected {
+            return internal_err!("WindowJoinNode: wrong number of inputs or expressions");
+        }
+        let filter = if has_filter { exprs.pop() } else { None };
+        let aggs = exprs.split_off(2 * k + 4);
+        let mut it = exprs.into_iter();
+        let lefts: Vec<Expr> = it.by_ref().take(k).collect();
+        let rights: Vec<Expr> = it.by_ref().take(k).collect();
+        let (left_ts, right_ts) = (it.next().unwrap(), it.next().unwrap());
+        let lo = WindowBound { value: it.next().unwrap(), unit: lo.0, direction: lo.1 };
+        let hi = WindowBound { value: it.next().unwrap(), unit: hi.0, direction: hi.1 };
+        let right = inputs.pop().unwrap();
+        let left = inputs.pop().unwrap();
+        Self::try_new(
+            Arc::new(left),
+            Arc::new(right),
+            lefts.into_iter().zip(rights).collect(),
+            filter,
+            left_ts,
+            right_ts,
+            lo,
+            hi,
+            prevailing,
+            aggs,
+            agg_names,
+        )
+    }
+
     /// The schema of `left ⨝ right`, against which ON and aggregates resolve.
     pub fn joined_schema(&self) -> Result<DFSchema> {
         self.left.schema().join(self.right.schema())
@@ -178,33 +221,15 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
         )
     }
 
-    fn with_exprs_and_inputs(&self, mut exprs: Vec<Expr>, mut inputs: Vec<LogicalPlan>) -> Result<Self> {
-        let k = self.on.len();
-        let expected = 2 * k + 4 + self.aggs.len() + usize::from(self.filter.is_some());
-        if inputs.len() != 2 || exprs.len() != expected {
-            return internal_err!("WindowJoinNode: wrong number of inputs or expressions");
-        }
-        let filter = if self.filter.is_some() { exprs.pop() } else { None };
-        let aggs = exprs.split_off(2 * k + 4);
-        let mut it = exprs.into_iter();
-        let lefts: Vec<Expr> = it.by_ref().take(k).collect();
-        let rights: Vec<Expr> = it.by_ref().take(k).collect();
-        let (left_ts, right_ts) = (it.next().unwrap(), it.next().unwrap());
-        let lo = WindowBound { value: it.next().unwrap(), ..self.lo.clone() };
-        let hi = WindowBound { value: it.next().unwrap(), ..self.hi.clone() };
-        let right = inputs.pop().unwrap();
-        let left = inputs.pop().unwrap();
-        Self::try_new(
-            Arc::new(left),
-            Arc::new(right),
-            lefts.into_iter().zip(rights).collect(),
-            filter,
-            left_ts,
-            right_ts,
-            lo,
-            hi,
+    fn with_exprs_and_inputs(&self, exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> Result<Self> {
+        Self::try_from_exprs(
+            inputs,
+            exprs,
+            self.on.len(),
+            self.filter.is_some(),
+            (self.lo.unit, self.lo.direction),
+            (self.hi.unit, self.hi.direction),
             self.prevailing,
-            aggs,
             self.agg_names.clone(),
         )
     }
