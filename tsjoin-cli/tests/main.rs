@@ -1,0 +1,81 @@
+//! End-to-end tests of the `tsjoin-cli` binary.
+
+use std::process::Command;
+
+fn cli() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tsjoin-cli"))
+}
+
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = cli().args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn demo_generates_data_and_runs_the_showcase() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (ok, out, err) = run(&["demo", "--dir", d, "--trades", "2000"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("WindowJoinExec: on=[(symbol@1, sym@1)]"), "{out}");
+    assert!(out.contains("| 2000   |"), "{out}");
+    assert!(err.contains("row(s) in"), "{err}");
+
+    // The generated files work as CLI tables, in every output format.
+    let trades = format!("trades={d}/trades");
+    let prices = format!("prices={d}/prices");
+    let sql = "SELECT t.symbol, count(*) AS n FROM trades t WINDOW JOIN prices p ON p.sym = t.symbol \
+               RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING EXCLUDE PREVAILING \
+               ORDER BY t.ts LIMIT 3";
+    let (ok, csv, err) = run(&["-t", &trades, "-t", &prices, "--timestamp", "trades=ts", "--format", "csv", "-c", sql]);
+    assert!(ok, "{err}");
+    assert_eq!(csv.lines().next(), Some("symbol,n"));
+    assert_eq!(csv.lines().count(), 4);
+    let (ok, json, err) = run(&["-t", &trades, "-t", &prices, "--format", "json", "-c", sql]);
+    assert!(ok, "{err}");
+    assert!(json.trim_start().starts_with("[{\"symbol\":"), "{json}");
+}
+
+#[test]
+fn sql_file_and_csv_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("q.csv");
+    std::fs::write(&csv, "ts,sym,v\n2024-01-01T00:00:00,A,1\n2024-01-01T00:00:01,A,2\n").unwrap();
+    let file = dir.path().join("q.sql");
+    std::fs::write(
+        &file,
+        "SELECT a.v, sum(b.v) AS s FROM q a WINDOW JOIN q b ON (sym) \
+         RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW ORDER BY a.v;",
+    )
+    .unwrap();
+    let t = format!("q={}", csv.display());
+    let (ok, out, err) = run(&["-t", &t, "-f", file.to_str().unwrap(), "--format", "csv"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "v,s\n1,1\n2,3\n");
+}
+
+#[test]
+fn failures_print_one_line_and_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.parquet");
+    std::fs::write(&bad, b"this is not parquet").unwrap();
+    let cases = [
+        vec!["-t".to_string(), "x=/no/such/path.parquet".into(), "-c".into(), "SELECT 1".into()],
+        vec!["-t".into(), format!("x={}", bad.display()), "-c".into(), "SELECT * FROM x".into()],
+        vec!["-c".into(), "SELECT * FROM nowhere".into()],
+        vec!["-c".into(), "SELECT 1 FROM (SELECT 1) a WINDOW JOIN b RANGE BETWEEN 1 week PRECEDING AND CURRENT ROW".into()],
+        vec!["-t".into(), "missing-equals".into(), "-c".into(), "SELECT 1".into()],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let (ok, _, err) = run(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("Error: "), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
