@@ -2,5 +2,6 @@
 
 mod codec;
 mod differential;
+mod limits;
 mod slt;
 mod support;
