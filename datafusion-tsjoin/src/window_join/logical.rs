@@ -234,6 +234,14 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
         )
     }
 
+    /// Column pruning: the left columns the parent needs; the optimizer adds
+    /// the columns this node's own expressions read, on both sides.
+    fn necessary_children_exprs(&self, output_columns: &[usize]) -> Option<Vec<Vec<usize>>> {
+        let left_len = self.left.schema().fields().len();
+        let left: Vec<usize> = output_columns.iter().copied().filter(|&i| i < left_len).collect();
+        Some(vec![left, vec![]])
+    }
+
     // Filters and limits must not be pushed into both inputs (DataFusion's
     // generic rules would); `PushDownWindowJoinFilter` pushes left-only
     // predicates into the left input instead.
