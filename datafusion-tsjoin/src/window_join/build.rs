@@ -128,8 +128,15 @@ pub(crate) async fn build_right_index(
         let mut map: HashMap<Box<[u8]>, u32> = HashMap::new();
         let mut groups = Vec::with_capacity(rows.num_rows());
         for row in rows.iter() {
-            let next = map.len() as u32;
-            groups.push(*map.entry(row.as_ref().into()).or_insert(next));
+            let g = match map.get(row.as_ref()) {
+                Some(&g) => g,
+                None => {
+                    let g = map.len() as u32;
+                    map.insert(row.as_ref().into(), g);
+                    g
+                }
+            };
+            groups.push(g);
         }
         let n = map.len();
         (groups, Some(KeyIndex { converter, map }), n)

@@ -50,7 +50,8 @@ pub(crate) fn window_join_stream(
     ));
     let baseline = BaselineMetrics::new(&exec.metrics, partition);
     let build_time: Time = MetricBuilder::new(&exec.metrics).subset_time("build_time", partition);
-    let join_time: Time = MetricBuilder::new(&exec.metrics).subset_time("join_time", partition);
+    // The join work is this operator's own compute time.
+    let join_time: Time = baseline.elapsed_compute().clone();
     let right_rows: Count = MetricBuilder::new(&exec.metrics).counter("right_rows", partition);
 
     let cell = Arc::clone(&exec.right_index);
