@@ -79,3 +79,32 @@ fn failures_print_one_line_and_exit_non_zero() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn shipped_csv_example() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata");
+    let (ok, out, err) = run(&[
+        "-t",
+        &format!("trades={root}/trades.csv"),
+        "-t",
+        &format!("prices={root}/prices.csv"),
+        "--format",
+        "csv",
+        "-c",
+        "SELECT t.ts, t.symbol, count(*) AS quotes, max(p.ask) AS max_ask FROM trades t \
+         WINDOW JOIN prices p ON p.sym = t.symbol RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW \
+         ORDER BY t.ts",
+    ]);
+    assert!(ok, "{err}");
+    // 09:30:00.1 AAPL: nothing in [59.1, 00.1], the prevailing 59.0 quote counts;
+    // 09:30:01.2 AAPL: 00.3 and 01.0 in the window plus the prevailing 59.0.
+    assert_eq!(
+        out,
+        "ts,symbol,quotes,max_ask\n\
+         2024-01-02T09:30:00.100,AAPL,1,185.1\n\
+         2024-01-02T09:30:00.450,MSFT,1,370.3\n\
+         2024-01-02T09:30:01.200,AAPL,3,185.2\n\
+         2024-01-02T09:30:02.900,AAPL,2,185.2\n\
+         2024-01-02T09:30:03,MSFT,1,370.25\n"
+    );
+}
