@@ -113,3 +113,25 @@ async fn logical_plan_round_trips_through_proto() {
     let fmt = |x: &[datafusion::arrow::array::RecordBatch]| datafusion::arrow::util::pretty::pretty_format_batches(x).unwrap().to_string();
     assert_eq!(fmt(&a), fmt(&b));
 }
+
+#[tokio::test]
+async fn where_on_left_columns_runs_below_the_join() {
+    let ctx = context(2);
+    tables(&ctx).await;
+    let df = ctx
+        .tsjoin_sql(
+            "SELECT t.ts, sum(p.v) AS s FROM t WINDOW JOIN p ON p.sym = t.sym \
+             RANGE BETWEEN 1 minute PRECEDING AND CURRENT ROW WHERE t.price > 15",
+        )
+        .await
+        .unwrap();
+    let plan = df.create_physical_plan().await.unwrap();
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let join = lines.iter().position(|l| l.contains("WindowJoinExec")).unwrap();
+    let depth = |l: &str| l.len() - l.trim_start().len();
+    // the filter is evaluated under the join, on left rows only
+    let mut below = lines[join + 1..].iter().take_while(|l| depth(l) > depth(lines[join]));
+    assert!(below.any(|l| l.contains("price@") && l.contains("> 15")), "{text}");
+    assert!(!lines[..join].iter().any(|l| l.contains("> 15")), "{text}");
+}
