@@ -68,6 +68,8 @@ struct Shape {
     lo: i64,
     hi: i64,
     include: bool,
+    /// lower bound `l.i milliseconds PRECEDING` (per row) instead of `lo`
+    dynamic_lo: bool,
 }
 
 impl Shape {
@@ -87,7 +89,7 @@ impl Shape {
         format!(
             "SELECT l.id, count(*), count(r.v), sum(r.v), min(r.v), max(r.v), first(r.v), last(r.v), sum(r.i), avg(r.i) \
              FROM l WINDOW JOIN r {on} RANGE BETWEEN {} AND {} {} PREVAILING ORDER BY l.id",
-            Self::bound(self.lo),
+            if self.dynamic_lo { "l.i milliseconds PRECEDING".to_string() } else { Self::bound(self.lo) },
             Self::bound(self.hi),
             if self.include { "INCLUDE" } else { "EXCLUDE" }
         )
@@ -124,8 +126,13 @@ fn reference(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
             .collect();
         cands.sort_by_key(|r| r.ts); // stable: table order breaks ties
         let mut w: Vec<&Row> = vec![];
-        if let Some(t) = l.ts {
-            let (start, end) = (t + s.lo, t + s.hi);
+        // dynamic lower bound: NULL aggregates nothing, negative clamps to 0,
+        // an end before the start aggregates nothing
+        let lo = if s.dynamic_lo { l.i.map(|i| -i.max(0)) } else { Some(s.lo) };
+        if let (Some(t), Some(lo)) = (l.ts, lo)
+            && lo <= s.hi
+        {
+            let (start, end) = (t + lo, t + s.hi);
             w = cands.iter().copied().filter(|r| (start..=end).contains(&r.ts.unwrap())).collect();
             if s.include
                 && let Some(p) = cands.iter().rev().find(|r| r.ts.unwrap() <= start)
@@ -205,6 +212,7 @@ async fn run_case(seed: u64) {
         lo: a.min(b),
         hi: a.max(b),
         include: rng.random_bool(0.5),
+        dynamic_lo: rng.random_bool(0.2),
     };
     let partitions = rng.random_range(1..=3);
     let ctx = context(partitions);
