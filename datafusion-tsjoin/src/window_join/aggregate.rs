@@ -26,14 +26,14 @@ pub(crate) fn aggregate_lists(
 ) -> Result<Vec<ArrayRef>> {
     let needs_pairs = spec.aggs.iter().any(|a| a.input == AggInput::Pair);
     let group_ids = lists.group_ids();
+    // One index array over the listed right rows, shared by every aggregate.
+    let right_rows = UInt32Array::from(lists.rows.clone());
     let pairs = if needs_pairs {
         let lrows = UInt32Array::from_iter_values(group_ids.iter().map(|&g| g as u32));
-        let rrows = UInt32Array::from(lists.rows.clone());
-        Some(pair_batch(pair_schema, left, &lrows, &index.batch, &rrows)?)
+        Some(pair_batch(pair_schema, left, &lrows, &index.batch, &right_rows)?)
     } else {
         None
     };
-    let right_rows = UInt32Array::from(lists.rows.clone());
 
     spec.aggs
         .iter()
