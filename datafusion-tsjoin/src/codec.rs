@@ -11,7 +11,7 @@
 
 use crate::window_join::{
     AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, WindowAgg, WindowAggKind, WindowJoinExec,
-    WindowJoinNode, WindowJoinSpec, timestamp_unit,
+    WindowJoinNode, WindowJoinSettings, WindowJoinSpec, timestamp_unit,
 };
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result, internal_err};
@@ -99,6 +99,12 @@ struct WindowJoinExecProto {
     agg_fields: Option<protobuf::Schema>,
     #[prost(uint64, tag = "14")]
     workers: u64,
+    /// Negated so that plans encoded before these settings existed decode
+    /// with the fast path and SIMD on (prost's default is false).
+    #[prost(bool, tag = "15")]
+    fast_path_off: bool,
+    #[prost(bool, tag = "16")]
+    simd_off: bool,
 }
 
 fn decode_err(what: &str) -> DataFusionError {
@@ -277,7 +283,12 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             pair_filter: opt(&msg.pair_filter, &pair)?,
             aggs,
         };
-        let exec = WindowJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec), msg.workers as usize)?;
+        let settings = WindowJoinSettings {
+            workers: msg.workers as usize,
+            fast_path: !msg.fast_path_off,
+            simd: !msg.simd_off,
+        };
+        let exec = WindowJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec), settings)?;
         Ok(Arc::new(exec))
     }
 
@@ -340,6 +351,8 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
                     .map_err(|e: datafusion_proto::protobuf::ToProtoError| DataFusionError::Internal(e.to_string()))?,
             ),
             workers: exec.workers() as u64,
+            fast_path_off: !exec.settings().fast_path,
+            simd_off: !exec.settings().simd,
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf).map_err(|e| DataFusionError::Internal(e.to_string()))

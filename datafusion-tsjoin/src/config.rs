@@ -20,6 +20,12 @@ extensions_options! {
         /// Left batches joined in parallel per left partition by a WINDOW
         /// JOIN (0: the session's `target_partitions`).
         pub window_join_workers: usize, default = 0
+        /// Run WINDOW JOINs on the fast path (typed per-key buffers and
+        /// slice kernels) where the query allows it.
+        pub window_join_fast_path: bool, default = true
+        /// Let the WINDOW JOIN fast path use SIMD (AVX2) kernels when the
+        /// CPU has them; false forces the scalar kernels.
+        pub window_join_simd: bool, default = true
     }
 }
 

@@ -21,6 +21,7 @@
 pub mod codec;
 pub mod config;
 pub mod functions;
+pub mod kernels;
 mod session;
 pub mod sql;
 pub mod window_join;

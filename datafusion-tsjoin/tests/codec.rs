@@ -39,10 +39,42 @@ async fn explain_shows_the_operator() {
         "range=[1 second preceding, 2 seconds following]",
         "prevailing=exclude",
         "aggs=[avg(",
-        "path=general",
+        "path=fast, kernels=",
         "workers=3",
     ] {
         assert!(text.contains(part.replace("2 seconds", "2 second").as_str()), "missing {part} in\n{text}");
+    }
+}
+
+/// Session settings switch the fast path and the SIMD kernels off, and
+/// EXPLAIN says which path and kernels run.
+#[tokio::test]
+async fn settings_choose_the_path() {
+    let ctx = context(2);
+    tables(&ctx).await;
+    let sql = "SELECT t.ts, avg(p.v), max(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym \
+               RANGE BETWEEN 1 second PRECEDING AND 2 seconds FOLLOWING";
+    let explain = |ctx: SessionContext| async move {
+        let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+        displayable(plan.as_ref()).indent(true).to_string()
+    };
+    let best = datafusion_tsjoin::kernels::KernelSet::detect().name();
+    assert!(explain(ctx.clone()).await.contains(&format!("path=fast, kernels={best}")));
+    ctx.tsjoin_sql("SET tsjoin.window_join_simd = false").await.unwrap();
+    assert!(explain(ctx.clone()).await.contains("path=fast, kernels=scalar"));
+    ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = false").await.unwrap();
+    assert!(explain(ctx.clone()).await.contains("path=general,"));
+    ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = true").await.unwrap();
+    // Aggregates without a kernel, pair conditions and dynamic bounds take
+    // the general path.
+    for general in [
+        "SELECT t.ts, stddev(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW",
+        "SELECT t.ts, sum(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym AND p.v > t.lb RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW",
+        "SELECT t.ts, sum(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym RANGE BETWEEN t.lb seconds PRECEDING AND CURRENT ROW",
+    ] {
+        let plan = ctx.tsjoin_sql(general).await.unwrap().create_physical_plan().await.unwrap();
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert!(text.contains("path=general"), "{general}\n{text}");
     }
 }
 

@@ -3,6 +3,7 @@
 //! execution and shared read-only by all left partitions and tasks.
 
 use super::exec::{AggInput, WindowJoinSpec};
+use super::fast::{FastColumn, FastPlan};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch};
 use datafusion::arrow::compute::{cast, concat_batches, filter_record_batch, kernels::numeric::mul};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
@@ -47,6 +48,9 @@ pub(crate) struct RightIndex {
     /// Per aggregate, its argument arrays evaluated over `batch` when the
     /// aggregate reads right columns only (empty for pair-evaluated ones).
     pub agg_values: Vec<Vec<ArrayRef>>,
+    /// Fast-path buffers, one per [`FastPlan`] column (empty on the general
+    /// path).
+    pub fast: Vec<FastColumn>,
     _reservation: MemoryReservation,
 }
 
@@ -97,6 +101,7 @@ pub(crate) async fn build_right_index(
     mut input: SendableRecordBatchStream,
     schema: SchemaRef,
     spec: Arc<WindowJoinSpec>,
+    fast_plan: Option<&FastPlan>,
     reservation: MemoryReservation,
 ) -> Result<RightIndex> {
     let mut batches = vec![];
@@ -183,6 +188,13 @@ pub(crate) async fn build_right_index(
     let values_size: usize = agg_values.iter().flatten().map(|a| a.get_array_memory_size()).sum();
     reservation.try_grow(values_size)?;
 
+    let mut fast = vec![];
+    for column in fast_plan.map(|p| p.columns.as_slice()).unwrap_or_default() {
+        let built = FastColumn::build(column, &agg_values[column.agg][0], &order)?;
+        reservation.try_grow(built.memory_size())?;
+        fast.push(built);
+    }
+
     Ok(RightIndex {
         batch,
         ts: ts_sorted,
@@ -190,6 +202,7 @@ pub(crate) async fn build_right_index(
         group_offsets,
         keys,
         agg_values,
+        fast,
         _reservation: reservation,
     })
 }

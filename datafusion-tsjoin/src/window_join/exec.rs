@@ -2,6 +2,8 @@
 
 use super::bounds::{BoundUnit, Direction, Prevailing, unit_nanos};
 use super::build::RightIndex;
+use super::fast::FastPlan;
+use crate::kernels::KernelSet;
 use super::stream::window_join_stream;
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef, TimeUnit};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -149,6 +151,30 @@ impl WindowJoinSpec {
     }
 }
 
+/// Execution choices of a [`WindowJoinExec`], from the session settings
+/// (`tsjoin.window_join_workers`, `…_fast_path`, `…_simd`).
+///
+/// ```
+/// use datafusion_tsjoin::window_join::WindowJoinSettings;
+/// let s = WindowJoinSettings { workers: 1, ..Default::default() };
+/// assert!(s.fast_path && s.simd);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowJoinSettings {
+    /// Left batches joined in parallel per left partition (at least 1).
+    pub workers: usize,
+    /// Use the fast path where the query allows it.
+    pub fast_path: bool,
+    /// Let the fast path use SIMD kernels when the CPU has them.
+    pub simd: bool,
+}
+
+impl Default for WindowJoinSettings {
+    fn default() -> Self {
+        Self { workers: 1, fast_path: true, simd: true }
+    }
+}
+
 /// Physical WINDOW JOIN.
 ///
 /// The right input (one partition) is drained once into a shared
@@ -163,21 +189,27 @@ pub struct WindowJoinExec {
     pub(crate) right: Arc<dyn ExecutionPlan>,
     pub(crate) spec: Arc<WindowJoinSpec>,
     pub(crate) schema: SchemaRef,
-    pub(crate) workers: usize,
+    pub(crate) settings: WindowJoinSettings,
+    /// The fast-path plan, when the settings allow it and the query fits.
+    pub(crate) fast: Option<Arc<FastPlan>>,
+    /// Kernels the fast path runs.
+    pub(crate) kernels: KernelSet,
     pub(crate) right_index: Arc<OnceCell<Arc<RightIndex>>>,
     pub(crate) metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
 
 impl WindowJoinExec {
-    /// Creates the operator. `workers` bounds the tasks in flight per left
-    /// partition (0 means one).
+    /// Creates the operator. `settings.workers` bounds the tasks in flight
+    /// per left partition (0 means one).
     pub fn try_new(
         left: Arc<dyn ExecutionPlan>,
         right: Arc<dyn ExecutionPlan>,
         spec: Arc<WindowJoinSpec>,
-        workers: usize,
+        settings: WindowJoinSettings,
     ) -> Result<Self> {
+        let settings = WindowJoinSettings { workers: settings.workers.max(1), ..settings };
+        let fast = if settings.fast_path { FastPlan::try_new(&spec, &right.schema()).map(Arc::new) } else { None };
         let mut fields: Vec<FieldRef> = left.schema().fields().iter().cloned().collect();
         fields.extend(spec.aggs.iter().map(|a| Arc::clone(&a.field)));
         let schema = Arc::new(Schema::new_with_metadata(fields, left.schema().metadata().clone()));
@@ -187,7 +219,9 @@ impl WindowJoinExec {
             right,
             spec,
             schema,
-            workers: workers.max(1),
+            settings,
+            fast,
+            kernels: KernelSet::choose(settings.simd),
             right_index: Arc::new(OnceCell::new()),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
@@ -201,7 +235,17 @@ impl WindowJoinExec {
 
     /// Tasks in flight per left partition.
     pub fn workers(&self) -> usize {
-        self.workers
+        self.settings.workers
+    }
+
+    /// The settings this operator was created with.
+    pub fn settings(&self) -> WindowJoinSettings {
+        self.settings
+    }
+
+    /// True when this operator runs the fast path.
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
     }
 
     /// Left input.
@@ -226,9 +270,14 @@ impl WindowJoinExec {
         PlanProperties::new(eq, partitioning, EmissionType::Incremental, Boundedness::Bounded)
     }
 
-    /// `path=` as EXPLAIN shows it.
-    fn path(&self) -> &'static str {
-        if self.spec.needs_pairs() { "general(pairs)" } else { "general" }
+    /// `path=…` as EXPLAIN shows it: `fast, kernels=avx2|scalar` or
+    /// `general` / `general(pairs)`.
+    fn path(&self) -> String {
+        match (&self.fast, self.spec.needs_pairs()) {
+            (Some(_), _) => format!("fast, kernels={}", self.kernels.name()),
+            (None, true) => "general(pairs)".to_string(),
+            (None, false) => "general".to_string(),
+        }
     }
 }
 
@@ -267,7 +316,7 @@ impl DisplayAs for WindowJoinExec {
                     s.prevailing.as_str(),
                     aggs.join(", "),
                     self.path(),
-                    self.workers
+                    self.settings.workers
                 )
             }
             DisplayFormatType::TreeRender => {
@@ -275,7 +324,7 @@ impl DisplayAs for WindowJoinExec {
                 writeln!(f, "range=[{}, {}]", bound(&s.lo), bound(&s.hi))?;
                 writeln!(f, "prevailing={}", s.prevailing.as_str())?;
                 writeln!(f, "path={}", self.path())?;
-                write!(f, "workers={}", self.workers)
+                write!(f, "workers={}", self.settings.workers)
             }
         }
     }
@@ -327,7 +376,7 @@ impl ExecutionPlan for WindowJoinExec {
             Ok(c) => c,
             Err(_) => return internal_err!("WindowJoinExec expects two children"),
         };
-        Ok(Arc::new(Self::try_new(left, right, Arc::clone(&self.spec), self.workers)?))
+        Ok(Arc::new(Self::try_new(left, right, Arc::clone(&self.spec), self.settings)?))
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {

@@ -8,13 +8,14 @@
 //! SQL ── sql::rewrite ──▶ WindowJoinNode ── WindowJoinPlanner ──▶ WindowJoinExec
 //!                        (logical.rs)       (planner.rs)          (exec.rs, stream.rs,
 //!                                                                  build.rs, probe.rs,
-//!                                                                  aggregate.rs)
+//!                                                                  aggregate.rs, fast.rs)
 //! ```
 
 mod aggregate;
 mod bounds;
 mod build;
 mod exec;
+mod fast;
 mod logical;
 mod planner;
 mod probe;
@@ -22,7 +23,8 @@ mod pushdown;
 mod stream;
 
 pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound, timestamp_unit, unit_nanos};
-pub use exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSpec};
+pub use exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
+pub use fast::FastPlan;
 pub use logical::WindowJoinNode;
 pub use planner::{TsJoinQueryPlanner, WindowJoinPlanner};
 pub use pushdown::PushDownWindowJoinFilter;

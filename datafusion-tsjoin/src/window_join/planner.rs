@@ -1,7 +1,7 @@
 //! Physical planning of [`WindowJoinNode`] into [`WindowJoinExec`].
 
 use super::bounds::timestamp_unit;
-use super::exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSpec};
+use super::exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
 use super::logical::WindowJoinNode;
 use crate::config::TsJoinOptions;
 use async_trait::async_trait;
@@ -173,15 +173,17 @@ impl ExtensionPlanner for WindowJoinPlanner {
             aggs,
         };
         let options = session.config_options();
-        let workers = match options.extensions.get::<TsJoinOptions>().map(|o| o.window_join_workers) {
-            Some(n) if n > 0 => n,
-            _ => options.execution.target_partitions,
+        let ts = options.extensions.get::<TsJoinOptions>().cloned().unwrap_or_default();
+        let settings = WindowJoinSettings {
+            workers: if ts.window_join_workers > 0 { ts.window_join_workers } else { options.execution.target_partitions },
+            fast_path: ts.window_join_fast_path,
+            simd: ts.window_join_simd,
         };
         let exec = WindowJoinExec::try_new(
             Arc::clone(&physical_inputs[0]),
             Arc::clone(&physical_inputs[1]),
             Arc::new(spec),
-            workers,
+            settings,
         )?;
         Ok(Some(Arc::new(exec)))
     }

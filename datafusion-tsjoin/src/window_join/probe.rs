@@ -8,7 +8,7 @@ use super::exec::{PhysicalBound, WindowJoinSpec};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
-use datafusion::common::{Result, exec_err};
+use datafusion::common::{HashMap, Result, exec_err};
 use std::sync::Arc;
 
 /// Where one left row's window lies among the positions of its key group.
@@ -109,6 +109,10 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
         None => None,
     };
     let fold_prevailing = spec.prevailing == Prevailing::Include && spec.pair_filter.is_none();
+    // Per key, where the previous row's window was: left rows usually come
+    // in time order, so the next window is found by galloping forward from
+    // there instead of a binary search over the whole key.
+    let mut cursors: HashMap<u32, (i64, i64, usize, usize)> = HashMap::new();
 
     let mut out = vec![RowWindow::default(); n];
     for (i, w) in out.iter_mut().enumerate() {
@@ -124,8 +128,14 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
         }
         let (g0, g1) = index.group(g);
         let slice = &index.ts[g0..g1];
-        let s = g0 + slice.partition_point(|&x| x < start_ts);
-        let e = g0 + slice.partition_point(|&x| x <= end_ts);
+        let (s, e) = match cursors.get(&g) {
+            Some(&(ps, pe, s, e)) if start_ts >= ps && end_ts >= pe => {
+                (gallop(slice, s - g0, |x| x < start_ts), gallop(slice, e - g0, |x| x <= end_ts))
+            }
+            _ => (slice.partition_point(|&x| x < start_ts), slice.partition_point(|&x| x <= end_ts)),
+        };
+        let (s, e) = (g0 + s, g0 + e);
+        cursors.insert(g, (start_ts, end_ts, s, e));
         let mut start = s;
         if fold_prevailing && s > g0 && !(s < g1 && index.ts[s] == start_ts) {
             start = s - 1;
@@ -139,6 +149,20 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
         };
     }
     Ok(out)
+}
+
+/// `slice.partition_point(pred)` for a `pred` known to hold on
+/// `slice[..from]`: exponential steps forward from `from`, then a binary
+/// search inside the last step. Costs `O(log d)` for a move of `d`.
+pub(crate) fn gallop(slice: &[i64], from: usize, pred: impl Fn(i64) -> bool) -> usize {
+    let mut lo = from;
+    let mut step = 1;
+    while lo + step <= slice.len() && pred(slice[lo + step - 1]) {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(slice.len());
+    lo + slice[lo..hi].partition_point(|&x| pred(x))
 }
 
 /// Lists for rows `windows` when no pair filter applies: each window is a

@@ -5,6 +5,8 @@
 use super::aggregate::aggregate_lists;
 use super::build::{RightIndex, build_right_index};
 use super::exec::{WindowJoinExec, WindowJoinSpec};
+use super::fast::{FastPlan, aggregate_windows};
+use crate::kernels::KernelSet;
 use super::probe::{RowWindow, contiguous_lists, filtered_lists, row_windows};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat;
@@ -30,6 +32,8 @@ struct Probe {
     out_schema: SchemaRef,
     pair_schema: SchemaRef,
     join_time: Time,
+    fast: Option<Arc<FastPlan>>,
+    kernels: KernelSet,
 }
 
 pub(crate) fn window_join_stream(
@@ -57,7 +61,9 @@ pub(crate) fn window_join_stream(
     let cell = Arc::clone(&exec.right_index);
     let right = Arc::clone(&exec.right);
     let spec = Arc::clone(&exec.spec);
-    let workers = exec.workers;
+    let workers = exec.settings.workers;
+    let fast = exec.fast.clone();
+    let kernels = exec.kernels;
     let schema = Arc::clone(&out_schema);
 
     let stream = stream::once(async move {
@@ -67,13 +73,14 @@ pub(crate) fn window_join_stream(
                 let reservation = MemoryConsumer::new("WindowJoinExec[right index]")
                     .register(context.memory_pool());
                 let input = right.execute(0, Arc::clone(&context))?;
-                let index = build_right_index(input, right.schema(), Arc::clone(&spec), reservation).await?;
+                let index =
+                    build_right_index(input, right.schema(), Arc::clone(&spec), fast.as_deref(), reservation).await?;
                 right_rows.add(index.num_positions());
                 Ok::<_, DataFusionError>(Arc::new(index))
             })
             .await?
             .clone();
-        let probe = Arc::new(Probe { spec, index, out_schema, pair_schema, join_time });
+        let probe = Arc::new(Probe { spec, index, out_schema, pair_schema, join_time, fast, kernels });
         let batches = left_stream
             .map(move |batch| {
                 let probe = Arc::clone(&probe);
@@ -96,6 +103,12 @@ impl Probe {
     fn run(&self, left: RecordBatch) -> Result<RecordBatch> {
         let _timer = self.join_time.timer();
         let windows = row_windows(&self.spec, &self.index, &left)?;
+        if let Some(plan) = &self.fast {
+            let arrays = aggregate_windows(plan, &self.spec, &self.index, self.kernels, &windows)?;
+            let mut columns = left.columns().to_vec();
+            columns.extend(arrays);
+            return Ok(RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?);
+        }
         let mut parts: Vec<Vec<_>> = vec![vec![]; self.spec.aggs.len()];
         let mut start = 0;
         while start < windows.len() || (start == 0 && windows.is_empty()) {

@@ -1,0 +1,55 @@
+//! Kernel micro-benchmarks: AVX2 vs scalar vs arrow's aggregate kernels on
+//! slices of 1 to 10,000 values (`cargo bench -p tsjoin-bench --bench kernels`).
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use datafusion::arrow::array::Float64Array;
+use datafusion::arrow::compute::{max, min, sum};
+use datafusion_tsjoin::kernels::KernelSet;
+use std::hint::black_box;
+
+const LENGTHS: [usize; 7] = [1, 8, 64, 256, 1024, 4096, 10_000];
+
+fn data(n: usize) -> Vec<f64> {
+    let mut x = 0x1234_5678u64;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 11) as f64 / (1u64 << 53) as f64 * 100.0
+        })
+        .collect()
+}
+
+fn kernels(c: &mut Criterion) {
+    let mut sets = vec![KernelSet::Scalar];
+    if KernelSet::detect() != KernelSet::Scalar {
+        sets.push(KernelSet::detect());
+    }
+    for (name, op) in [("sum", 0), ("min", 1), ("max", 2)] {
+        let mut group = c.benchmark_group(format!("f64_{name}"));
+        for n in LENGTHS {
+            let v = data(n);
+            let arrow = Float64Array::from(v.clone());
+            group.throughput(Throughput::Elements(n as u64));
+            for &k in &sets {
+                group.bench_with_input(BenchmarkId::new(k.name(), n), &v, |b, v| {
+                    b.iter(|| match op {
+                        0 => black_box(k.sum_f64(black_box(v))),
+                        1 => black_box(k.min_f64(black_box(v)).unwrap_or_default()),
+                        _ => black_box(k.max_f64(black_box(v)).unwrap_or_default()),
+                    })
+                });
+            }
+            group.bench_with_input(BenchmarkId::new("arrow", n), &arrow, |b, a| {
+                b.iter(|| match op {
+                    0 => black_box(sum(black_box(a)).unwrap_or_default()),
+                    1 => black_box(min(black_box(a)).unwrap_or_default()),
+                    _ => black_box(max(black_box(a)).unwrap_or_default()),
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, kernels);
+criterion_main!(benches);

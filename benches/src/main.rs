@@ -1,0 +1,283 @@
+//! `tsjoin-bench`: generate the WINDOW JOIN reference workload and run it
+//! side by side on every engine.
+//!
+//! ```text
+//! tsjoin-bench generate --trades 1000000 --data benches/data/wj-1m
+//! tsjoin-bench window-join --trades 1000000          # generates when missing
+//! ```
+
+use clap::{Parser, Subcommand};
+use datafusion::error::{DataFusionError, Result};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tsjoin_bench::generate::{Workload, generate, is_generated};
+use tsjoin_bench::runner::{DF_BUCKETED_Q1, DF_WINDOW_Q1, Measurement, QUERIES, SCAN, measure, session};
+
+#[derive(Parser)]
+#[command(name = "tsjoin-bench", about = "tsjoin benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the reference workload (trades, prices = 3x) as partitioned Parquet.
+    Generate {
+        #[arg(long, default_value_t = 1_000_000)]
+        trades: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output directory (gets trades/ and prices/).
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+    /// Run the WINDOW JOIN benchmark on every engine configuration.
+    WindowJoin {
+        #[arg(long, default_value_t = 1_000_000)]
+        trades: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Data directory (default: benches/data/wj-<trades>).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Threads for every engine (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Runs per query and engine; the best counts.
+        #[arg(long, default_value_t = 2)]
+        runs: usize,
+        /// Queries to run (q1..q4).
+        #[arg(long, value_delimiter = ',', default_value = "q1,q2,q3,q4")]
+        queries: Vec<String>,
+        /// Skip DataFusion's plain-SQL rewrites (slow at large scales).
+        #[arg(long)]
+        no_datafusion: bool,
+        /// Skip the Python peers (DuckDB, chdb, Polars).
+        #[arg(long)]
+        no_peers: bool,
+        /// Where the JSON and markdown results go.
+        #[arg(long, default_value = "benches/results/window_join")]
+        out: PathBuf,
+    },
+}
+
+fn default_data(trades: u64) -> PathBuf {
+    PathBuf::from(format!("benches/data/wj-{trades}"))
+}
+
+fn machine() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("unknown");
+    let avx2 = cpuinfo.contains(" avx2");
+    json!({
+        "cpu": model.trim(),
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "avx2": avx2,
+        "kernels": datafusion_tsjoin::kernels::KernelSet::detect().name(),
+        "os": std::env::consts::OS,
+    })
+}
+
+/// Runs `benches/peers/window_join.py`; missing Python or packages give
+/// notes, not failures.
+fn peers(data: &Path, threads: usize, runs: usize, queries: &[String]) -> (Vec<Measurement>, Vec<String>) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/window_join.py");
+    let output = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--data", data.to_str().unwrap_or(".")])
+        .args(["--threads", &threads.to_string(), "--runs", &runs.to_string(), "--queries", &queries.join(",")])
+        .stderr(std::process::Stdio::inherit())
+        .output();
+    let output = match output {
+        Ok(o) => o,
+        Err(e) => return (vec![], vec![format!("python3 not available: {e}")]),
+    };
+    let (mut ms, mut notes) = (vec![], vec![]);
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+        if let Some(note) = v["note"].as_str() {
+            notes.push(note.to_string());
+            continue;
+        }
+        ms.push(Measurement {
+            engine: v["engine"].as_str().unwrap_or("?").to_string(),
+            query: v["query"].as_str().unwrap_or("?").to_string(),
+            times: v["times"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default(),
+            answer: v["answer"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()),
+            extra: json!({}),
+        });
+    }
+    (ms, notes)
+}
+
+async fn window_join(
+    w: Workload,
+    data: PathBuf,
+    threads: usize,
+    runs: usize,
+    queries: Vec<String>,
+    no_datafusion: bool,
+    no_peers: bool,
+    out: PathBuf,
+) -> Result<()> {
+    if !is_generated(&data, w) {
+        eprintln!("generating {} trades / {} prices into {} ...", w.trades, 3 * w.trades, data.display());
+        generate(&data, w)?;
+    }
+    let selected: Vec<_> = QUERIES.iter().filter(|(name, ..)| queries.iter().any(|q| q == name)).collect();
+    let mut results: Vec<Measurement> = vec![];
+    let fast = format!("tsjoin fast path, {threads} threads");
+    let configs: Vec<(String, usize, Vec<(&str, &str)>)> = vec![
+        (fast.clone(), threads, vec![]),
+        ("tsjoin fast path, 1 thread".into(), 1, vec![]),
+        (format!("tsjoin scalar kernels, {threads} threads"), threads, vec![("tsjoin.window_join_simd", "false")]),
+        (format!("tsjoin general path, {threads} threads"), threads, vec![("tsjoin.window_join_fast_path", "false")]),
+    ];
+    for (name, t, settings) in &configs {
+        let ctx = session(&data, *t, true, settings).await?;
+        for (q, _, sql) in &selected {
+            eprintln!("{name}: {q}");
+            results.push(measure(&ctx, name, q, &[sql], runs).await?);
+        }
+    }
+    let ctx = session(&data, threads, true, &[]).await?;
+    results.push(measure(&ctx, "scan of the same columns (tsjoin)", "scan", &SCAN, runs).await?);
+    if !no_datafusion && queries.iter().any(|q| q == "q1") {
+        let ctx = session(&data, threads, false, &[]).await?;
+        eprintln!("DataFusion rewrites: q1");
+        results.push(measure(&ctx, "DataFusion window over UNION ALL", "q1", &[DF_WINDOW_Q1], runs).await?);
+        results.push(measure(&ctx, "DataFusion bucketed equi-join", "q1", &[DF_BUCKETED_Q1], runs).await?);
+    }
+    let mut notes = vec![];
+    if !no_peers {
+        let (ms, n) = peers(&data, threads, runs, &queries);
+        results.extend(ms);
+        notes.extend(n);
+    }
+    report(w, threads, runs, &fast, &results, &notes, &out)
+}
+
+fn report(w: Workload, threads: usize, runs: usize, fast: &str, results: &[Measurement], notes: &[String], out: &Path) -> Result<()> {
+    let reference: BTreeMap<&str, &Measurement> =
+        results.iter().filter(|m| m.engine == fast).map(|m| (m.query.as_str(), m)).collect();
+    let agrees = |m: &Measurement| -> Option<bool> {
+        let a = m.answer.as_ref()?;
+        Some(reference.get(m.query.as_str())?.answer.as_ref()? == a)
+    };
+    let mut engines: Vec<&str> = vec![];
+    for m in results {
+        if !engines.contains(&m.engine.as_str()) {
+            engines.push(&m.engine);
+        }
+    }
+    let queries = ["q1", "q2", "q3", "q4", "scan"];
+    let cell = |engine: &str, q: &str| results.iter().find(|m| m.engine == engine && m.query == q);
+    let mut md = format!(
+        "WINDOW JOIN benchmark: {} trades, {} prices ({} symbols, Zipf s={}, reference density), {threads} threads, best of {runs}.\n\n\
+         | engine | q1 | q2 | q3 | q4 | scan | q1 vs tsjoin fast | answers agree |\n|---|---|---|---|---|---|---|---|\n",
+        w.trades,
+        3 * w.trades,
+        tsjoin_bench::generate::SYMBOLS,
+        tsjoin_bench::generate::ZIPF_S,
+    );
+    let fast_q1 = cell(fast, "q1").map(Measurement::best);
+    for e in &engines {
+        let mut row = format!("| {e} |");
+        for q in queries {
+            row += &match cell(e, q) {
+                Some(m) => format!(" {:.3} s |", m.best()),
+                None => " – |".into(),
+            };
+        }
+        row += &match (cell(e, "q1"), fast_q1) {
+            (Some(m), Some(f)) => format!(" {:.1}x |", m.best() / f),
+            _ => " – |".into(),
+        };
+        let checks: Vec<bool> = results.iter().filter(|m| m.engine == *e).filter_map(agrees).collect();
+        row += if checks.is_empty() { " – |" } else if checks.iter().all(|&c| c) { " yes |" } else { " **NO** |" };
+        md += &row;
+        md += "\n";
+    }
+    // Headline figures.
+    md += "\n";
+    let peers_q1 = results
+        .iter()
+        .filter(|m| m.query == "q1" && !m.engine.starts_with("tsjoin") && !m.times.is_empty())
+        .min_by(|a, b| a.best().total_cmp(&b.best()));
+    if let (Some(p), Some(f)) = (peers_q1, fast_q1) {
+        md += &format!("- q1: tsjoin fast is **{:.1}x** faster than the fastest other engine ({}, {:.3} s).\n", p.best() / f, p.engine, p.best());
+    }
+    let df_q1 = results.iter().filter(|m| m.query == "q1" && m.engine.starts_with("DataFusion")).min_by(|a, b| a.best().total_cmp(&b.best()));
+    if let (Some(p), Some(f)) = (df_q1, fast_q1) {
+        md += &format!("- q1: **{:.1}x** faster than DataFusion's best rewrite ({}).\n", p.best() / f, p.engine);
+    }
+    if let (Some(s), Some(f)) = (cell("scan of the same columns (tsjoin)", "scan"), fast_q1) {
+        md += &format!("- q1 end to end is **{:.2}x** the time of scanning the same columns ({:.3} s).\n", f / s.best(), s.best());
+    }
+    if let Some(m) = cell("tsjoin fast path, 1 thread", "q1")
+        && let Some(join) = m.extra["join_compute_s"].as_f64()
+    {
+        md += &format!(
+            "- single-thread join phase (probe + aggregate) on q1: {:.3} s for {} left rows = **{:.1}M left rows/s** (build of the right index: {:.3} s).\n",
+            join,
+            w.trades,
+            w.trades as f64 / join / 1e6,
+            m.extra["build_s"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    for n in notes {
+        md += &format!("- note: {n}\n");
+    }
+    let mismatches: Vec<String> = results
+        .iter()
+        .filter(|m| agrees(m) == Some(false))
+        .map(|m| format!("{} {}: got {:?}, tsjoin {:?}", m.engine, m.query, m.answer, reference[m.query.as_str()].answer))
+        .collect();
+    for m in &mismatches {
+        md += &format!("- MISMATCH {m}\n");
+    }
+
+    let json = json!({
+        "benchmark": "window_join",
+        "date": std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        "machine": machine(),
+        "trades": w.trades, "prices": 3 * w.trades, "seed": w.seed, "threads": threads, "runs": runs,
+        "results": results.iter().map(|m| json!({
+            "engine": m.engine, "query": m.query, "times_s": m.times, "best_s": m.best(),
+            "agrees_with_tsjoin": agrees(m), "answer": m.answer, "extra": m.extra,
+        })).collect::<Vec<_>>(),
+        "notes": notes,
+    });
+    std::fs::create_dir_all(out)?;
+    let stem = format!("trades-{}", w.trades);
+    std::fs::write(out.join(format!("{stem}.json")), serde_json::to_string_pretty(&json).map_err(|e| DataFusionError::External(e.into()))?)?;
+    std::fs::write(out.join(format!("{stem}.md")), &md)?;
+    println!("{md}");
+    if !mismatches.is_empty() {
+        return Err(DataFusionError::Execution(format!("{} answers differ from tsjoin's", mismatches.len())));
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate { trades, seed, data } => {
+            let w = Workload { trades, seed };
+            generate(&data.unwrap_or_else(|| default_data(trades)), w)
+        }
+        Command::WindowJoin { trades, seed, data, threads, runs, queries, no_datafusion, no_peers, out } => {
+            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            let w = Workload { trades, seed };
+            window_join(w, data.unwrap_or_else(|| default_data(trades)), threads, runs.max(1), queries, no_datafusion, no_peers, out).await
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

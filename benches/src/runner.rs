@@ -1,0 +1,192 @@
+//! `tsjoin-bench window-join`: the reference queries on every engine
+//! configuration, side by side on the same Parquet files, in one run.
+//!
+//! In-process: tsjoin (fast path parallel, fast single-thread, scalar
+//! kernels, general path), DataFusion's best plain-SQL rewrites (window over
+//! UNION ALL, bucketed equi-join) and a scan of the same columns. Out of
+//! process, when their Python packages are installed: DuckDB, ClickHouse
+//! (chdb) and Polars (`benches/peers/window_join.py`). Every engine's top-10
+//! answer is checked against tsjoin's.
+
+use datafusion::arrow::array::{Array, RecordBatch};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::error::Result;
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_tsjoin::TsJoinContextExt;
+use datafusion_tsjoin::window_join::WindowJoinExec;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The four reference queries in tsjoin SQL: (name, description, sql).
+pub const QUERIES: [(&str, &str, &str); 4] = [
+    (
+        "q1",
+        "top 10 by avg_bid+avg_ask, avg/min/max of bid and ask, ±1 s, EXCLUDE PREVAILING",
+        "SELECT t.id, t.sym, avg(p.bid) AS avg_bid, avg(p.ask) AS avg_ask, min(p.bid) AS min_bid, \
+         max(p.bid) AS max_bid, min(p.ask) AS min_ask, max(p.ask) AS max_ask \
+         FROM trades t WINDOW JOIN prices p ON p.sym = t.sym \
+         RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING EXCLUDE PREVAILING \
+         ORDER BY avg_bid + avg_ask DESC NULLS LAST, t.id LIMIT 10",
+    ),
+    (
+        "q2",
+        "q1 with INCLUDE PREVAILING",
+        "SELECT t.id, t.sym, avg(p.bid) AS avg_bid, avg(p.ask) AS avg_ask, min(p.bid) AS min_bid, \
+         max(p.bid) AS max_bid, min(p.ask) AS min_ask, max(p.ask) AS max_ask \
+         FROM trades t WINDOW JOIN prices p ON p.sym = t.sym \
+         RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING INCLUDE PREVAILING \
+         ORDER BY avg_bid + avg_ask DESC NULLS LAST, t.id LIMIT 10",
+    ),
+    (
+        "q3",
+        "one-sided: count of prices in the next 5 minutes, top 10",
+        "SELECT t.id, t.sym, count(*) AS n FROM trades t WINDOW JOIN prices p ON p.sym = t.sym \
+         RANGE BETWEEN CURRENT ROW AND 5 minutes FOLLOWING EXCLUDE PREVAILING \
+         ORDER BY n DESC, t.id LIMIT 10",
+    ),
+    (
+        "q4",
+        "unkeyed: avg bid and count over all symbols, ±100 ms, top 10",
+        "SELECT t.id, t.sym, avg(p.bid) AS avg_bid, count(*) AS n FROM trades t WINDOW JOIN prices p \
+         RANGE BETWEEN 100 milliseconds PRECEDING AND 100 milliseconds FOLLOWING EXCLUDE PREVAILING \
+         ORDER BY avg_bid DESC NULLS LAST, t.id LIMIT 10",
+    ),
+];
+
+/// DataFusion's plain-SQL rewrite of q1 as a window function over UNION ALL.
+pub const DF_WINDOW_Q1: &str = "WITH u AS ( \
+      SELECT id, ts, sym, CAST(NULL AS DOUBLE) AS bid, CAST(NULL AS DOUBLE) AS ask FROM trades \
+      UNION ALL SELECT CAST(NULL AS BIGINT), ts, sym, bid, ask FROM prices), \
+    w AS (SELECT id, sym, avg(bid) OVER win AS avg_bid, avg(ask) OVER win AS avg_ask, \
+      min(bid) OVER win AS min_bid, max(bid) OVER win AS max_bid, min(ask) OVER win AS min_ask, max(ask) OVER win AS max_ask \
+      FROM u WINDOW win AS (PARTITION BY sym ORDER BY ts \
+        RANGE BETWEEN INTERVAL '1 second' PRECEDING AND INTERVAL '1 second' FOLLOWING)) \
+    SELECT * FROM w WHERE id IS NOT NULL ORDER BY avg_bid + avg_ask DESC NULLS LAST, id LIMIT 10";
+
+/// DataFusion's plain-SQL rewrite of q1 as a bucketed equi-join: each trade
+/// copied into its 1-second bucket and both neighbours, hash-joined on
+/// (sym, bucket), the window as a residual filter, then GROUP BY.
+pub const DF_BUCKETED_Q1: &str = "WITH tb AS ( \
+      SELECT t.id, t.ts, t.sym, CAST(t.ts AS BIGINT) / 1000000 + d.d AS b \
+      FROM trades t CROSS JOIN (VALUES (-1), (0), (1)) AS d(d)), \
+    pb AS (SELECT ts, sym, bid, ask, CAST(ts AS BIGINT) / 1000000 AS b FROM prices) \
+    SELECT tb.id, tb.sym, avg(pb.bid) AS avg_bid, avg(pb.ask) AS avg_ask, min(pb.bid) AS min_bid, \
+      max(pb.bid) AS max_bid, min(pb.ask) AS min_ask, max(pb.ask) AS max_ask \
+    FROM tb JOIN pb ON tb.sym = pb.sym AND tb.b = pb.b \
+      AND pb.ts BETWEEN tb.ts - INTERVAL '1 second' AND tb.ts + INTERVAL '1 second' \
+    GROUP BY tb.id, tb.sym ORDER BY avg_bid + avg_ask DESC NULLS LAST, tb.id LIMIT 10";
+
+/// Reads and decodes the columns the queries use, with a trivial reduction
+/// (so no answer can come from Parquet statistics): the floor under q1.
+pub const SCAN: [&str; 2] = [
+    "SELECT max(id), count(CASE WHEN sym <> '' THEN 1 END), max(ts) FROM trades",
+    "SELECT sum(bid), sum(ask), count(CASE WHEN sym <> '' THEN 1 END), max(ts) FROM prices",
+];
+
+/// One engine configuration's timings for one query.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    pub engine: String,
+    pub query: String,
+    pub times: Vec<f64>,
+    /// Top-10 answer, normalised (`None` for the scan).
+    pub answer: Option<Vec<String>>,
+    /// Extra figures (join phase, build phase) as JSON.
+    pub extra: Value,
+}
+
+impl Measurement {
+    /// Best of the runs, seconds.
+    pub fn best(&self) -> f64 {
+        self.times.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Answer rows as text: `id|sym|values…`, floats to 6 decimals.
+pub fn normalise(batches: &[RecordBatch]) -> Vec<String> {
+    let opts = FormatOptions::default();
+    let mut out = vec![];
+    for b in batches {
+        let fmts: Vec<_> = b.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap()).collect();
+        for r in 0..b.num_rows() {
+            let cells: Vec<String> = b
+                .columns()
+                .iter()
+                .zip(&fmts)
+                .map(|(c, f)| {
+                    if c.is_null(r) {
+                        return "NULL".to_string();
+                    }
+                    let s = f.value(r).to_string();
+                    match (c.data_type().is_floating(), s.parse::<f64>()) {
+                        (true, Ok(v)) => format!("{v:.6}"),
+                        _ => s,
+                    }
+                })
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out
+}
+
+/// A session over the benchmark tables: tsjoin's or plain DataFusion's.
+pub async fn session(data: &Path, threads: usize, tsjoin: bool, settings: &[(&str, &str)]) -> Result<SessionContext> {
+    let config = SessionConfig::new().with_target_partitions(threads);
+    let ctx = if tsjoin { datafusion_tsjoin::tsjoin_context(config) } else { SessionContext::new_with_config(config) };
+    for (name, value) in settings {
+        ctx.tsjoin_sql(&format!("SET {name} = {value}")).await?;
+    }
+    for table in ["trades", "prices"] {
+        let dir = data.join(table);
+        ctx.register_parquet(table, dir.to_str().expect("utf-8 path"), ParquetReadOptions::default()).await?;
+    }
+    Ok(ctx)
+}
+
+fn find_window_join(plan: &Arc<dyn ExecutionPlan>) -> Option<&WindowJoinExec> {
+    if let Some(w) = plan.downcast_ref::<WindowJoinExec>() {
+        return Some(w);
+    }
+    plan.children().into_iter().find_map(find_window_join)
+}
+
+/// Runs `sql` `runs` times; for tsjoin plans also records the WINDOW JOIN's
+/// build and join (probe + aggregate, summed over tasks) times of the best run.
+pub async fn measure(ctx: &SessionContext, engine: &str, query: &str, sqls: &[&str], runs: usize) -> Result<Measurement> {
+    let mut times = vec![];
+    let mut answer = None;
+    let mut extra = json!({});
+    let mut best = Duration::MAX;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let mut batches = vec![];
+        let mut run_extra = json!({});
+        for sql in sqls {
+            let plan = ctx.tsjoin_sql(sql).await?.create_physical_plan().await?;
+            batches.extend(collect(Arc::clone(&plan), ctx.task_ctx()).await?);
+            if let Some(w) = find_window_join(&plan)
+                && let Some(m) = w.metrics()
+            {
+                let secs = |name: &str| m.sum_by_name(name).map(|v| v.as_usize() as f64 / 1e9);
+                run_extra = json!({
+                    "join_compute_s": secs("elapsed_compute"),
+                    "build_s": secs("build_time"),
+                    "left_rows": m.output_rows(),
+                    "path": if w.is_fast() { "fast" } else { "general" },
+                });
+            }
+        }
+        let elapsed = start.elapsed();
+        times.push(elapsed.as_secs_f64());
+        if elapsed < best {
+            best = elapsed;
+            extra = run_extra;
+        }
+        answer = Some(normalise(&batches));
+    }
+    Ok(Measurement { engine: engine.into(), query: query.into(), times, answer, extra })
+}

@@ -1,0 +1,212 @@
+//! Hand-written slice kernels for the WINDOW JOIN fast path.
+//!
+//! Each kernel reduces one contiguous slice (one window of one key) to a
+//! single value. There are two implementations with **the same lane order**:
+//! [`scalar`] (portable, also used under `cfg(miri)`) and [`avx2`]
+//! (`x86_64` with AVX2, detected at run time once). Both give bit-identical
+//! results, which the unit tests check on random data.
+//!
+//! Invariants the callers uphold (the fast path guarantees them):
+//! - slices passed to the float `min`/`max` kernels hold no NaN (windows with
+//!   NaN or NULL take a masked scalar loop instead);
+//! - NULL slots hold `0` in the value buffers, so `sum_f64` over a slice with
+//!   NULLs is the sum of its non-NULL values.
+//!
+//! ```
+//! use datafusion_tsjoin::kernels::KernelSet;
+//! let k = KernelSet::detect();
+//! let v: Vec<f64> = (0..100).map(|i| i as f64).collect();
+//! assert_eq!(k.sum_f64(&v), 4950.0);
+//! assert_eq!(k.max_f64(&v), Some(99.0));
+//! assert_eq!(KernelSet::Scalar.sum_f64(&v).to_bits(), k.sum_f64(&v).to_bits());
+//! ```
+
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+pub mod avx2;
+pub mod scalar;
+
+use std::sync::OnceLock;
+
+/// Values summed per block: four AVX2 registers of four `f64` lanes.
+pub const SUM_BLOCK: usize = 16;
+
+/// Which implementation of the kernels runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelSet {
+    /// Portable Rust, the reference.
+    Scalar,
+    /// `std::arch` AVX2 intrinsics (only returned by [`KernelSet::detect`]
+    /// on CPUs that have AVX2).
+    Avx2,
+}
+
+impl KernelSet {
+    /// The best set this CPU supports, detected once per process.
+    pub fn detect() -> Self {
+        static DETECTED: OnceLock<KernelSet> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return KernelSet::Avx2;
+            }
+            KernelSet::Scalar
+        })
+    }
+
+    /// [`KernelSet::detect`] when `simd` is true, else [`KernelSet::Scalar`].
+    pub fn choose(simd: bool) -> Self {
+        if simd { Self::detect() } else { Self::Scalar }
+    }
+
+    /// Name as EXPLAIN shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Scalar => "scalar",
+            Self::Avx2 => "avx2",
+        }
+    }
+
+    /// Sum of `v` in the kernels' fixed lane order: [`SUM_BLOCK`] running
+    /// sums over whole blocks, combined pairwise, then the tail in order.
+    /// Differs from a left-to-right sum by at most `(n/16 + 5) * eps * sum(|v|)`
+    /// (each value passes through at most that many roundings).
+    pub fn sum_f64(self, v: &[f64]) -> f64 {
+        match self {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            // SAFETY: `Avx2` is only ever produced after detecting AVX2.
+            Self::Avx2 => unsafe { avx2::sum_f64(v) },
+            _ => scalar::sum_f64(v),
+        }
+    }
+
+    /// Smallest value of a NaN-free slice; `None` when empty.
+    pub fn min_f64(self, v: &[f64]) -> Option<f64> {
+        if v.is_empty() {
+            return None;
+        }
+        Some(match self {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            // SAFETY: as in `sum_f64`.
+            Self::Avx2 => unsafe { avx2::min_f64(v) },
+            _ => scalar::min_f64(v),
+        })
+    }
+
+    /// Largest value of a NaN-free slice; `None` when empty.
+    pub fn max_f64(self, v: &[f64]) -> Option<f64> {
+        if v.is_empty() {
+            return None;
+        }
+        Some(match self {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            // SAFETY: as in `sum_f64`.
+            Self::Avx2 => unsafe { avx2::max_f64(v) },
+            _ => scalar::max_f64(v),
+        })
+    }
+
+    /// Smallest value; `None` when empty.
+    pub fn min_i64(self, v: &[i64]) -> Option<i64> {
+        if v.is_empty() {
+            return None;
+        }
+        Some(match self {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            // SAFETY: as in `sum_f64`.
+            Self::Avx2 => unsafe { avx2::min_i64(v) },
+            _ => scalar::min_i64(v),
+        })
+    }
+
+    /// Largest value; `None` when empty.
+    pub fn max_i64(self, v: &[i64]) -> Option<i64> {
+        if v.is_empty() {
+            return None;
+        }
+        Some(match self {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            // SAFETY: as in `sum_f64`.
+            Self::Avx2 => unsafe { avx2::max_i64(v) },
+            _ => scalar::max_i64(v),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Small deterministic generator (no dev-dependency needed in unit tests).
+    fn rng(seed: &mut u64) -> u64 {
+        *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn floats(seed: &mut u64, n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|_| match rng(seed) % 10 {
+                0 => 0.0,
+                1 => -0.0,
+                2 => f64::INFINITY,
+                3 => -1e300,
+                _ => (rng(seed) as i64 as f64) / 1e9,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn simd_and_scalar_agree_bit_for_bit() {
+        let simd = KernelSet::detect();
+        let mut seed = 7;
+        for n in (0..70).chain([127, 128, 129, 1000, 4097]) {
+            for _ in 0..20 {
+                let f = floats(&mut seed, n);
+                let i: Vec<i64> = (0..n).map(|_| rng(&mut seed) as i64).collect();
+                assert_eq!(simd.sum_f64(&f).to_bits(), KernelSet::Scalar.sum_f64(&f).to_bits(), "sum n={n}");
+                let bits = |x: Option<f64>| x.map(f64::to_bits);
+                assert_eq!(bits(simd.min_f64(&f)), bits(KernelSet::Scalar.min_f64(&f)), "min n={n}");
+                assert_eq!(bits(simd.max_f64(&f)), bits(KernelSet::Scalar.max_f64(&f)), "max n={n}");
+                assert_eq!(simd.min_i64(&i), i.iter().copied().min());
+                assert_eq!(simd.max_i64(&i), i.iter().copied().max());
+                assert_eq!(KernelSet::Scalar.min_i64(&i), i.iter().copied().min());
+                assert_eq!(KernelSet::Scalar.max_i64(&i), i.iter().copied().max());
+            }
+        }
+    }
+
+    #[test]
+    fn float_min_max_match_a_plain_fold() {
+        let mut seed = 11;
+        for n in 1..200 {
+            let f = floats(&mut seed, n);
+            for k in [KernelSet::Scalar, KernelSet::detect()] {
+                // Compare as numbers: -0.0 and 0.0 are equal, which one wins
+                // depends on position (as in `minpd`), but both sets agree.
+                assert_eq!(k.min_f64(&f).unwrap(), f.iter().copied().fold(f64::INFINITY, f64::min));
+                assert_eq!(k.max_f64(&f).unwrap(), f.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+            }
+        }
+    }
+
+    #[test]
+    fn sum_is_within_the_documented_bound() {
+        let mut seed = 3;
+        for n in [1usize, 15, 16, 17, 100, 1000, 10_000] {
+            let f: Vec<f64> = (0..n).map(|_| (rng(&mut seed) as i64 as f64) / 1e12).collect();
+            let direct: f64 = f.iter().sum();
+            let abs: f64 = f.iter().map(|x| x.abs()).sum();
+            let bound = ((n / SUM_BLOCK) as f64 + 5.0) * f64::EPSILON * abs;
+            for k in [KernelSet::Scalar, KernelSet::detect()] {
+                assert!((k.sum_f64(&f) - direct).abs() <= 2.0 * bound, "n={n}");
+            }
+        }
+        // Exact on integers.
+        let ints: Vec<f64> = (0..1001).map(|i| i as f64).collect();
+        assert_eq!(KernelSet::detect().sum_f64(&ints), 500_500.0);
+        assert_eq!(KernelSet::detect().sum_f64(&[]), 0.0);
+        assert_eq!(KernelSet::detect().min_f64(&[]), None);
+    }
+}
