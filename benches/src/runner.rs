@@ -173,7 +173,7 @@ pub async fn measure(ctx: &SessionContext, engine: &str, query: &str, sqls: &[&s
             {
                 let secs = |name: &str| m.sum_by_name(name).map(|v| v.as_usize() as f64 / 1e9);
                 run_extra = json!({
-                    "join_compute_s": secs("elapsed_compute"),
+                    "join_compute_s": m.elapsed_compute().map(|ns| ns as f64 / 1e9),
                     "build_s": secs("build_time"),
                     "left_rows": m.output_rows(),
                     "path": if w.is_fast() { "fast" } else { "general" },

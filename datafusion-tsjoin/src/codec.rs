@@ -105,6 +105,8 @@ struct WindowJoinExecProto {
     fast_path_off: bool,
     #[prost(bool, tag = "16")]
     simd_off: bool,
+    #[prost(uint64, tag = "17")]
+    sum_prefix_min: u64,
 }
 
 fn decode_err(what: &str) -> DataFusionError {
@@ -287,6 +289,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             workers: msg.workers as usize,
             fast_path: !msg.fast_path_off,
             simd: !msg.simd_off,
+            sum_prefix_min: msg.sum_prefix_min as usize,
         };
         let exec = WindowJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec), settings)?;
         Ok(Arc::new(exec))
@@ -353,6 +356,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             workers: exec.workers() as u64,
             fast_path_off: !exec.settings().fast_path,
             simd_off: !exec.settings().simd,
+            sum_prefix_min: exec.settings().sum_prefix_min as u64,
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf).map_err(|e| DataFusionError::Internal(e.to_string()))

@@ -26,6 +26,10 @@ extensions_options! {
         /// Let the WINDOW JOIN fast path use SIMD (AVX2) kernels when the
         /// CPU has them; false forces the scalar kernels.
         pub window_join_simd: bool, default = true
+        /// WINDOW JOIN float sums and averages over windows of at least this
+        /// many rows use compensated prefix sums (O(1) per window) instead
+        /// of the sum kernel (0: always the prefix).
+        pub window_join_sum_prefix_min: usize, default = crate::window_join::DEFAULT_SUM_PREFIX_MIN
     }
 }
 

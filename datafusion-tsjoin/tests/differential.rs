@@ -3,7 +3,8 @@
 //! NULL keys, values and timestamps, NaN, duplicate timestamps, empty
 //! windows, skewed keys, every window shape, both prevailing modes, pair
 //! filters, 1–3 left partitions and unsorted input; each case runs on the
-//! fast path (SIMD and scalar kernels) and on the general path.
+//! fast path (SIMD and scalar kernels, prefix and kernel sums) and on the
+//! general path.
 
 use crate::support::{cell, context};
 use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray};
@@ -227,15 +228,18 @@ async fn run_case(seed: u64) {
     let want = reference(&left, &right, &shape);
     // Every execution path must give the reference answer: the fast path
     // with the best kernels, with the scalar kernels, and the general path.
-    for (fast, simd) in [(true, true), (true, false), (false, true)] {
+    // `prefix` 0 makes every float sum read the compensated prefix sums,
+    // 1000 makes every one run the sum kernel.
+    for (fast, simd, prefix) in [(true, true, 0), (true, true, 1000), (true, false, 1000), (false, true, 0)] {
         ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {fast}")).await.unwrap();
         ctx.tsjoin_sql(&format!("SET tsjoin.window_join_simd = {simd}")).await.unwrap();
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_sum_prefix_min = {prefix}")).await.unwrap();
         let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
         let got: Vec<Vec<String>> = batches
             .iter()
             .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
             .collect();
-        assert_eq!(got, want, "seed {seed} fast={fast} simd={simd}\n{sql}\nleft {left:?}\nright {right:?}");
+        assert_eq!(got, want, "seed {seed} fast={fast} simd={simd} prefix={prefix}\n{sql}\nleft {left:?}\nright {right:?}");
     }
     // The shapes the fast path covers do take it.
     if !shape.pair_filter && !shape.dynamic_lo {
@@ -248,7 +252,7 @@ async fn run_case(seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn window_join_matches_reference() {
-    let cases: u64 = std::env::var("TSJOIN_DIFF_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let cases: u64 = std::env::var("TSJOIN_DIFF_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1500);
     for seed in 0..cases {
         run_case(seed).await;
     }

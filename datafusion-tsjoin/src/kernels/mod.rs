@@ -23,6 +23,7 @@
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub mod avx2;
+pub mod prefix;
 pub mod scalar;
 
 use std::sync::OnceLock;
@@ -105,6 +106,20 @@ impl KernelSet {
         })
     }
 
+    /// `(min, max)` of a NaN-free slice in one pass (same values as
+    /// [`KernelSet::min_f64`] and [`KernelSet::max_f64`]); `None` when empty.
+    pub fn min_max_f64(self, v: &[f64]) -> Option<(f64, f64)> {
+        if v.is_empty() {
+            return None;
+        }
+        Some(match self {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            // SAFETY: as in `sum_f64`.
+            Self::Avx2 => unsafe { avx2::min_max_f64(v) },
+            _ => scalar::min_max_f64(v),
+        })
+    }
+
     /// Smallest value; `None` when empty.
     pub fn min_i64(self, v: &[i64]) -> Option<i64> {
         if v.is_empty() {
@@ -169,6 +184,10 @@ mod tests {
                 let bits = |x: Option<f64>| x.map(f64::to_bits);
                 assert_eq!(bits(simd.min_f64(&f)), bits(KernelSet::Scalar.min_f64(&f)), "min n={n}");
                 assert_eq!(bits(simd.max_f64(&f)), bits(KernelSet::Scalar.max_f64(&f)), "max n={n}");
+                let pair = |x: Option<(f64, f64)>| x.map(|(a, b)| (a.to_bits(), b.to_bits()));
+                let separate = simd.min_f64(&f).zip(simd.max_f64(&f));
+                assert_eq!(pair(simd.min_max_f64(&f)), pair(separate), "min_max n={n}");
+                assert_eq!(pair(KernelSet::Scalar.min_max_f64(&f)), pair(separate), "min_max n={n}");
                 assert_eq!(simd.min_i64(&i), i.iter().copied().min());
                 assert_eq!(simd.max_i64(&i), i.iter().copied().max());
                 assert_eq!(KernelSet::Scalar.min_i64(&i), i.iter().copied().min());

@@ -70,6 +70,25 @@ pub fn max_f64(v: &[f64]) -> f64 {
     extreme_f64(v, max_op)
 }
 
+/// `(min, max)` of a non-empty, NaN-free slice in one pass, each exactly
+/// as [`min_f64`] and [`max_f64`] compute it.
+pub fn min_max_f64(v: &[f64]) -> (f64, f64) {
+    let (mut lo, mut hi) = ([v[0]; SUM_BLOCK], [v[0]; SUM_BLOCK]);
+    let mut blocks = v.chunks_exact(SUM_BLOCK);
+    for block in &mut blocks {
+        for ((l, h), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(block) {
+            *l = min_op(*l, x);
+            *h = max_op(*h, x);
+        }
+    }
+    let (mut l, mut h) = (reduce(&lo, min_op), reduce(&hi, max_op));
+    for &x in blocks.remainder() {
+        l = min_op(l, x);
+        h = max_op(h, x);
+    }
+    (l, h)
+}
+
 /// Smallest value of a non-empty slice.
 pub fn min_i64(v: &[i64]) -> i64 {
     v.iter().copied().min().expect("non-empty")

@@ -151,6 +151,10 @@ impl WindowJoinSpec {
     }
 }
 
+/// Default of [`WindowJoinSettings::sum_prefix_min`], chosen by measurement
+/// (see `benches/README.md`).
+pub const DEFAULT_SUM_PREFIX_MIN: usize = 32;
+
 /// Execution choices of a [`WindowJoinExec`], from the session settings
 /// (`tsjoin.window_join_workers`, `…_fast_path`, `…_simd`).
 ///
@@ -167,11 +171,14 @@ pub struct WindowJoinSettings {
     pub fast_path: bool,
     /// Let the fast path use SIMD kernels when the CPU has them.
     pub simd: bool,
+    /// Float sums over windows of at least this many rows read the
+    /// compensated prefix sums (O(1)); shorter ones run the sum kernel.
+    pub sum_prefix_min: usize,
 }
 
 impl Default for WindowJoinSettings {
     fn default() -> Self {
-        Self { workers: 1, fast_path: true, simd: true }
+        Self { workers: 1, fast_path: true, simd: true, sum_prefix_min: DEFAULT_SUM_PREFIX_MIN }
     }
 }
 

@@ -18,6 +18,7 @@ use super::build::RightIndex;
 use super::exec::{AggInput, WindowJoinSpec, WindowAggKind};
 use super::probe::RowWindow;
 use crate::kernels::KernelSet;
+use crate::kernels::prefix::CompensatedPrefix;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, UInt32Array};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, Schema};
@@ -71,7 +72,7 @@ pub(crate) enum ColumnType {
 pub(crate) struct ColumnSpec {
     pub agg: usize,
     pub ty: ColumnType,
-    /// Build wrapping prefix sums (integer `sum`).
+    /// Build prefix sums: wrapping for integers, compensated for floats.
     pub prefix_sums: bool,
     key: String,
 }
@@ -131,10 +132,10 @@ impl FastPlan {
                             FastAgg::SumInt(plan.column(i, agg, ColumnType::Int, true))
                         }
                         "sum" if is_float(t) && out_type == &DataType::Float64 => {
-                            FastAgg::SumFloat(plan.column(i, agg, ColumnType::Float, false))
+                            FastAgg::SumFloat(plan.column(i, agg, ColumnType::Float, true))
                         }
                         "avg" | "mean" if is_float(t) && out_type == &DataType::Float64 => {
-                            FastAgg::Avg(plan.column(i, agg, ColumnType::Float, false))
+                            FastAgg::Avg(plan.column(i, agg, ColumnType::Float, true))
                         }
                         "min" | "max" if (is_signed_int(t) || is_small_unsigned(t)) && out_type == t => {
                             let c = plan.column(i, agg, ColumnType::Int, false);
@@ -183,6 +184,8 @@ pub(crate) struct FastColumn {
     nans: Option<Vec<u32>>,
     /// `sums[p]` = wrapping sum of positions `< p`.
     sums: Option<Vec<i64>>,
+    /// Compensated prefix sums of the floats.
+    float_sums: Option<CompensatedPrefix>,
 }
 
 fn prefix_counts(n: usize, hit: impl Fn(usize) -> bool) -> Option<Vec<u32>> {
@@ -217,7 +220,12 @@ impl FastColumn {
                 } else {
                     order.iter().map(|&r| if v.is_valid(r as usize) { raw[r as usize] } else { 0.0 }).collect()
                 };
-                col.nans = prefix_counts(n, |p| col.floats[p].is_nan());
+                if col.floats.iter().any(|x| x.is_nan()) {
+                    col.nans = prefix_counts(n, |p| col.floats[p].is_nan());
+                }
+                if spec.prefix_sums {
+                    col.float_sums = Some(CompensatedPrefix::new(&col.floats));
+                }
             }
             ColumnType::Int => {
                 let v = cast(values, &DataType::Int64)?;
@@ -246,6 +254,16 @@ impl FastColumn {
             + self.nulls.as_ref().map_or(0, |v| v.capacity() * 4)
             + self.nans.as_ref().map_or(0, |v| v.capacity() * 4)
             + self.sums.as_ref().map_or(0, |v| v.capacity() * 8)
+            + self.float_sums.as_ref().map_or(0, CompensatedPrefix::memory_size)
+    }
+
+    /// Sum of the floats in `[s, e)`: the compensated prefix for windows of
+    /// at least `prefix_min` values (O(1)), the sum kernel below that.
+    fn float_sum(&self, k: KernelSet, s: usize, e: usize, prefix_min: usize) -> f64 {
+        match &self.float_sums {
+            Some(p) if e - s >= prefix_min => p.sum(s, e),
+            _ => k.sum_f64(&self.floats[s..e]),
+        }
     }
 
     fn nulls_in(&self, s: usize, e: usize) -> usize {
@@ -290,6 +308,15 @@ impl FastColumn {
         best
     }
 
+    /// `(min, max)` as [`Self::float_extreme`] gives them, in one pass of
+    /// the fused kernel for clean windows.
+    fn float_min_max(&self, k: KernelSet, s: usize, e: usize) -> (Option<f64>, Option<f64>) {
+        if self.nulls_in(s, e) == 0 && self.nans_in(s, e) == 0 {
+            return k.min_max_f64(&self.floats[s..e]).unzip();
+        }
+        (self.float_extreme(k, s, e, false), self.float_extreme(k, s, e, true))
+    }
+
     fn int_extreme(&self, k: KernelSet, s: usize, e: usize, max: bool) -> Option<i64> {
         let v = &self.ints[s..e];
         if self.nulls_in(s, e) == 0 {
@@ -307,6 +334,7 @@ pub(crate) fn aggregate_windows(
     spec: &WindowJoinSpec,
     index: &RightIndex,
     kernels: KernelSet,
+    prefix_min: usize,
     windows: &[RowWindow],
 ) -> Result<Vec<ArrayRef>> {
     let cols = &index.fast;
@@ -316,6 +344,14 @@ pub(crate) fn aggregate_windows(
         .map(|w| if w.active { (w.start as usize, w.end as usize) } else { (0, 0) })
         .collect();
     let valid = |c: &FastColumn, s: usize, e: usize| (e - s) - c.nulls_in(s, e);
+    // Float columns wanted for both min and max: one fused pass per window.
+    let mut both: Vec<Option<Vec<(Option<f64>, Option<f64>)>>> = vec![None; cols.len()];
+    for (c, slot) in both.iter_mut().enumerate() {
+        let wanted = |f: FastAgg| plan.aggs.contains(&f);
+        if plan.columns[c].ty == ColumnType::Float && wanted(FastAgg::Min(c)) && wanted(FastAgg::Max(c)) {
+            *slot = Some(ranges.iter().map(|&(s, e)| cols[c].float_min_max(kernels, s, e)).collect());
+        }
+    }
     plan.aggs
         .iter()
         .zip(&spec.aggs)
@@ -340,7 +376,7 @@ pub(crate) fn aggregate_windows(
                     Arc::new(Float64Array::from_iter(ranges.iter().map(|&(s, e)| {
                         let n = valid(col, s, e);
                         (n > 0).then(|| {
-                            let sum = kernels.sum_f64(&col.floats[s..e]);
+                            let sum = col.float_sum(kernels, s, e, prefix_min);
                             if avg { sum / n as f64 } else { sum }
                         })
                     })))
@@ -348,7 +384,9 @@ pub(crate) fn aggregate_windows(
                 FastAgg::Min(c) | FastAgg::Max(c) => {
                     let col = &cols[c];
                     let max = matches!(fast, FastAgg::Max(_));
-                    if index_column_is_float(plan, c) {
+                    if let Some(pairs) = &both[c] {
+                        Arc::new(Float64Array::from_iter(pairs.iter().map(|&(lo, hi)| if max { hi } else { lo })))
+                    } else if index_column_is_float(plan, c) {
                         Arc::new(Float64Array::from_iter(
                             ranges.iter().map(|&(s, e)| col.float_extreme(kernels, s, e, max)),
                         ))

@@ -16,6 +16,7 @@ mod bounds;
 mod build;
 mod exec;
 mod fast;
+mod keys;
 mod logical;
 mod planner;
 mod probe;
@@ -23,7 +24,7 @@ mod pushdown;
 mod stream;
 
 pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound, timestamp_unit, unit_nanos};
-pub use exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
+pub use exec::{DEFAULT_SUM_PREFIX_MIN, AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
 pub use fast::FastPlan;
 pub use logical::WindowJoinNode;
 pub use planner::{TsJoinQueryPlanner, WindowJoinPlanner};

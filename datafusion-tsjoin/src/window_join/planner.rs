@@ -178,6 +178,7 @@ impl ExtensionPlanner for WindowJoinPlanner {
             workers: if ts.window_join_workers > 0 { ts.window_join_workers } else { options.execution.target_partitions },
             fast_path: ts.window_join_fast_path,
             simd: ts.window_join_simd,
+            sum_prefix_min: ts.window_join_sum_prefix_min,
         };
         let exec = WindowJoinExec::try_new(
             Arc::clone(&physical_inputs[0]),

@@ -34,6 +34,7 @@ struct Probe {
     join_time: Time,
     fast: Option<Arc<FastPlan>>,
     kernels: KernelSet,
+    sum_prefix_min: usize,
 }
 
 pub(crate) fn window_join_stream(
@@ -64,6 +65,7 @@ pub(crate) fn window_join_stream(
     let workers = exec.settings.workers;
     let fast = exec.fast.clone();
     let kernels = exec.kernels;
+    let sum_prefix_min = exec.settings.sum_prefix_min;
     let schema = Arc::clone(&out_schema);
 
     let stream = stream::once(async move {
@@ -80,7 +82,7 @@ pub(crate) fn window_join_stream(
             })
             .await?
             .clone();
-        let probe = Arc::new(Probe { spec, index, out_schema, pair_schema, join_time, fast, kernels });
+        let probe = Arc::new(Probe { spec, index, out_schema, pair_schema, join_time, fast, kernels, sum_prefix_min });
         let batches = left_stream
             .map(move |batch| {
                 let probe = Arc::clone(&probe);
@@ -104,7 +106,7 @@ impl Probe {
         let _timer = self.join_time.timer();
         let windows = row_windows(&self.spec, &self.index, &left)?;
         if let Some(plan) = &self.fast {
-            let arrays = aggregate_windows(plan, &self.spec, &self.index, self.kernels, &windows)?;
+            let arrays = aggregate_windows(plan, &self.spec, &self.index, self.kernels, self.sum_prefix_min, &windows)?;
             let mut columns = left.columns().to_vec();
             columns.extend(arrays);
             return Ok(RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?);

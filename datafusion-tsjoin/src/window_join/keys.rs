@@ -1,0 +1,150 @@
+//! Equality keys of a WINDOW JOIN: key → dense group id, null-safe (NULL is
+//! a value that matches NULL, as in QuestDB).
+//!
+//! One string key (any string encoding or a dictionary of strings) and one
+//! integer key hash their values directly; dictionaries intern each distinct
+//! value once per batch and map codes. Anything else (several columns,
+//! other types) goes through arrow's row format.
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::{HashMap, Result};
+
+/// Key → dense group id.
+pub(crate) struct KeyIndex {
+    kind: KeyKind,
+    /// Groups interned so far.
+    groups: u32,
+}
+
+enum KeyKind {
+    /// One string key.
+    Str { map: HashMap<Box<[u8]>, u32>, null: Option<u32> },
+    /// One integer key (widened to i64).
+    Int { map: HashMap<i64, u32>, null: Option<u32> },
+    /// Anything else, in arrow's row format.
+    Rows { converter: RowConverter, map: HashMap<Box<[u8]>, u32> },
+}
+
+fn is_string(t: &DataType) -> bool {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View),
+        _ => false,
+    }
+}
+
+fn is_int(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32
+    )
+}
+
+/// `f(bytes)` for every row of a string array (any encoding); a dictionary
+/// calls `f` once per dictionary value (and once for NULL) and maps codes.
+fn str_groups(array: &ArrayRef, f: &mut dyn FnMut(Option<&[u8]>) -> Option<u32>) -> Result<Vec<Option<u32>>> {
+    Ok(match array.data_type() {
+        DataType::Utf8 => array.as_string::<i32>().iter().map(|v| f(v.map(str::as_bytes))).collect(),
+        DataType::LargeUtf8 => array.as_string::<i64>().iter().map(|v| f(v.map(str::as_bytes))).collect(),
+        DataType::Utf8View => array.as_string_view().iter().map(|v| f(v.map(str::as_bytes))).collect(),
+        DataType::Dictionary(..) => {
+            let dict = array.as_any_dictionary();
+            let values = str_groups(dict.values(), f)?;
+            let null = f(None);
+            let keys = dict.normalized_keys();
+            (0..array.len())
+                .map(|i| if array.is_null(i) { null } else { values[keys[i]] })
+                .collect()
+        }
+        other => unreachable!("not a string type: {other}"),
+    })
+}
+
+/// The next group id, counting it.
+fn fresh(groups: &mut u32) -> u32 {
+    *groups += 1;
+    *groups - 1
+}
+
+impl KeyIndex {
+    /// An empty index for keys of these types.
+    pub(crate) fn try_new(types: &[DataType]) -> Result<Self> {
+        let kind = match types {
+            [t] if is_string(t) => KeyKind::Str { map: HashMap::new(), null: None },
+            [t] if is_int(t) => KeyKind::Int { map: HashMap::new(), null: None },
+            _ => KeyKind::Rows {
+                converter: RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?,
+                map: HashMap::new(),
+            },
+        };
+        Ok(Self { kind, groups: 0 })
+    }
+
+    /// Number of distinct keys interned.
+    pub(crate) fn len(&self) -> usize {
+        self.groups as usize
+    }
+
+    /// Interns one batch of right-side keys: each row's group id (dense, in
+    /// order of first appearance).
+    pub(crate) fn intern(&mut self, keys: &[ArrayRef]) -> Result<Vec<u32>> {
+        let groups = &mut self.groups;
+        match &mut self.kind {
+            KeyKind::Str { map, null } => {
+                let ids = str_groups(&keys[0], &mut |v| {
+                    Some(match v {
+                        None => *null.get_or_insert_with(|| fresh(groups)),
+                        // Borrowed lookup first: no allocation for known keys.
+                        Some(b) => match map.get(b) {
+                            Some(&g) => g,
+                            None => *map.entry(b.into()).or_insert_with(|| fresh(groups)),
+                        },
+                    })
+                })?;
+                Ok(ids.into_iter().map(|g| g.expect("every row interned")).collect())
+            }
+            KeyKind::Int { map, null } => {
+                let ints = cast(&keys[0], &DataType::Int64)?;
+                Ok(ints
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .map(|v| match v {
+                        None => *null.get_or_insert_with(|| fresh(groups)),
+                        Some(v) => *map.entry(v).or_insert_with(|| fresh(groups)),
+                    })
+                    .collect())
+            }
+            KeyKind::Rows { converter, map } => {
+                let rows = converter.convert_columns(keys)?;
+                Ok(rows
+                    .iter()
+                    .map(|row| match map.get(row.as_ref()) {
+                        Some(&g) => g,
+                        None => *map.entry(row.as_ref().into()).or_insert_with(|| fresh(groups)),
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Group id of each row's key, `None` when the right side has no such key.
+    pub(crate) fn lookup(&self, keys: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
+        match &self.kind {
+            KeyKind::Str { map, null } => str_groups(&keys[0], &mut |v| match v {
+                None => *null,
+                Some(b) => map.get(b).copied(),
+            }),
+            KeyKind::Int { map, null } => {
+                let ints = cast(&keys[0], &DataType::Int64)?;
+                Ok(ints.as_primitive::<Int64Type>().iter().map(|v| v.map_or(*null, |v| map.get(&v).copied())).collect())
+            }
+            KeyKind::Rows { converter, map } => {
+                let rows = converter.convert_columns(keys)?;
+                Ok((0..rows.num_rows()).map(|i| map.get(rows.row(i).as_ref()).copied()).collect())
+            }
+        }
+    }
+}
