@@ -25,23 +25,13 @@ struct Cli {
 enum Command {
     /// Write the reference workload (trades, prices = 3x) as partitioned Parquet.
     Generate {
-        #[arg(long, default_value_t = 1_000_000)]
-        trades: u64,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Output directory (gets trades/ and prices/).
-        #[arg(long)]
-        data: Option<PathBuf>,
+        #[command(flatten)]
+        data: DataArgs,
     },
     /// Run the WINDOW JOIN benchmark on every engine configuration.
     WindowJoin {
-        #[arg(long, default_value_t = 1_000_000)]
-        trades: u64,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Data directory (default: benches/data/wj-<trades>).
-        #[arg(long)]
-        data: Option<PathBuf>,
+        #[command(flatten)]
+        data: DataArgs,
         /// Threads for every engine (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
@@ -63,8 +53,26 @@ enum Command {
     },
 }
 
-fn default_data(trades: u64) -> PathBuf {
-    PathBuf::from(format!("benches/data/wj-{trades}"))
+/// The workload and where its files live, shared by both subcommands.
+#[derive(clap::Args)]
+struct DataArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    trades: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Data directory, gets trades/ and prices/ (default: benches/data/wj-<trades>).
+    #[arg(long)]
+    data: Option<PathBuf>,
+}
+
+impl DataArgs {
+    fn workload(&self) -> Workload {
+        Workload { trades: self.trades, seed: self.seed }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.data.clone().unwrap_or_else(|| PathBuf::from(format!("benches/data/wj-{}", self.trades)))
+    }
 }
 
 fn machine() -> Value {
@@ -266,14 +274,10 @@ fn report(w: Workload, threads: usize, runs: usize, fast: &str, results: &[Measu
 async fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Generate { trades, seed, data } => {
-            let w = Workload { trades, seed };
-            generate(&data.unwrap_or_else(|| default_data(trades)), w)
-        }
-        Command::WindowJoin { trades, seed, data, threads, runs, queries, no_datafusion, no_peers, out } => {
+        Command::Generate { data } => generate(&data.dir(), data.workload()),
+        Command::WindowJoin { data, threads, runs, queries, no_datafusion, no_peers, out } => {
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-            let w = Workload { trades, seed };
-            window_join(w, data.unwrap_or_else(|| default_data(trades)), threads, runs.max(1), queries, no_datafusion, no_peers, out).await
+            window_join(data.workload(), data.dir(), threads, runs.max(1), queries, no_datafusion, no_peers, out).await
         }
     };
     if let Err(e) = result {
