@@ -5,6 +5,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use datafusion::arrow::array::Float64Array;
 use datafusion::arrow::compute::{max, min, sum};
 use datafusion_tsjoin::kernels::KernelSet;
+use datafusion_tsjoin::kernels::block_sums::BlockSums;
+use datafusion_tsjoin::kernels::block_table::{BlockMinMax, Extreme};
 use std::hint::black_box;
 
 const LENGTHS: [usize; 7] = [1, 8, 64, 256, 1024, 4096, 10_000];
@@ -51,5 +53,47 @@ fn kernels(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, kernels);
+/// Sliding windows as the fast path sees them: 1000 windows of `len`
+/// values moving forward 7 positions at a time through 1M values, each
+/// summed (or min/max-ed) by scanning it with the kernel or by the block
+/// structure. Where the lines cross sets the `..._min` thresholds.
+fn windows(c: &mut Criterion) {
+    let k = KernelSet::detect();
+    let v = data(1 << 20);
+    let sums = BlockSums::new(&v, k);
+    let partial = |s: usize, e: usize| k.min_max_f64(&v[s..e]).map_or(f64::IDENTITY, |(a, b)| [a, b]);
+    let table = BlockMinMax::new(v.len(), v.len(), partial);
+    let starts: Vec<usize> = (0..1000).map(|i| (i * 7919 * 64) % ((1 << 20) - 20_000) + i * 7).collect();
+    for (name, blocks) in [("window_sum", true), ("window_min_max", false)] {
+        let mut group = c.benchmark_group(name);
+        group.throughput(Throughput::Elements(starts.len() as u64));
+        for len in [16usize, 32, 64, 128, 256, 512, 1024, 4096] {
+            group.bench_with_input(BenchmarkId::new("kernel", len), &len, |b, &len| {
+                b.iter(|| {
+                    let mut acc = 0.0;
+                    for &s in &starts {
+                        acc += if blocks {
+                            k.sum_f64(&v[s..s + len])
+                        } else {
+                            partial(s, s + len)[1]
+                        };
+                    }
+                    black_box(acc)
+                })
+            });
+            group.bench_with_input(BenchmarkId::new("blocks", len), &len, |b, &len| {
+                b.iter(|| {
+                    let mut acc = 0.0;
+                    for &s in &starts {
+                        acc += if blocks { sums.sum(&v, s, s + len, k) } else { table.query(s, s + len, partial)[1] };
+                    }
+                    black_box(acc)
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, kernels, windows);
 criterion_main!(benches);

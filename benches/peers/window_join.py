@@ -121,19 +121,20 @@ def run_polars(args):
             "id", "ts", "sym", pl.lit(None, pl.Float64).alias("bid"), pl.lit(None, pl.Float64).alias("ask"))
         p = pl.scan_parquet(f"{args.data}/prices/*.parquet").select(
             pl.lit(None, pl.Int64).alias("id"), "ts", "sym", "bid", "ask")
-        u = pl.concat([t, p]).sort("sym", "ts")
+        u = pl.concat([t, p]).sort("sym", "ts").collect()
         aggs = [pl.col("bid").mean().alias("avg_bid"), pl.col("ask").mean().alias("avg_ask"),
                 pl.col("bid").min().alias("min_bid"), pl.col("bid").max().alias("max_bid"),
                 pl.col("ask").min().alias("min_ask"), pl.col("ask").max().alias("max_ask")]
-        out = (u.with_columns(pl.int_range(pl.len()).alias("row"))
-               .rolling(index_column="ts", period="2s", offset="-1s", closed="both", group_by="sym")
-               .agg(pl.col("id").last().alias("id"), pl.col("row").last().alias("row"), *aggs))
-        # `rolling` yields one window per row; keep the trades' rows.
-        out = (out.filter(pl.col("id").is_not_null())
+        # `rolling` yields one window per input row, in input order (sorted
+        # by sym, ts): line the windows up with the rows' ids by position.
+        out = u.rolling(index_column="ts", period="2s", offset="-1s", closed="both", group_by="sym").agg(*aggs)
+        assert out["ts"].equals(u["ts"]) and out["sym"].equals(u["sym"]), "rolling reordered rows"
+        out = (out.with_columns(u["id"])
+               .filter(pl.col("id").is_not_null())
                .sort(pl.col("avg_bid") + pl.col("avg_ask"), "id", descending=[True, False], nulls_last=True)
                .head(10)
                .select("id", "sym", "avg_bid", "avg_ask", "min_bid", "max_bid", "min_ask", "max_ask"))
-        return out.collect().rows()
+        return out.rows()
 
     try:
         times, ans = timed(args.runs, q)

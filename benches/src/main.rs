@@ -12,6 +12,14 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tsjoin_bench::generate::{Workload, generate, is_generated};
+
+// The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_purge_delay` in mimalloc.h (not named by the Rust bindings).
+const MI_OPTION_PURGE_DELAY: i32 = 15;
+
 use tsjoin_bench::runner::{DF_BUCKETED_Q1, DF_WINDOW_Q1, Measurement, QUERIES, SCAN, measure, session};
 
 #[derive(Parser)]
@@ -41,6 +49,10 @@ enum Command {
         /// Queries to run (q1..q4).
         #[arg(long, value_delimiter = ',', default_value = "q1,q2,q3,q4")]
         queries: Vec<String>,
+        /// tsjoin setups to run: fast (all threads), single (fast path, one
+        /// thread), scalar (scalar kernels), general (general path).
+        #[arg(long, value_delimiter = ',', default_value = "fast,single,scalar,general")]
+        setups: Vec<String>,
         /// Skip DataFusion's plain-SQL rewrites (slow at large scales).
         #[arg(long)]
         no_datafusion: bool,
@@ -120,12 +132,14 @@ fn peers(data: &Path, threads: usize, runs: usize, queries: &[String]) -> (Vec<M
     (ms, notes)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn window_join(
     w: Workload,
     data: PathBuf,
     threads: usize,
     runs: usize,
     queries: Vec<String>,
+    setups: Vec<String>,
     no_datafusion: bool,
     no_peers: bool,
     out: PathBuf,
@@ -137,13 +151,13 @@ async fn window_join(
     let selected: Vec<_> = QUERIES.iter().filter(|(name, ..)| queries.iter().any(|q| q == name)).collect();
     let mut results: Vec<Measurement> = vec![];
     let fast = format!("tsjoin fast path, {threads} threads");
-    let configs: Vec<(String, usize, Vec<(&str, &str)>)> = vec![
-        (fast.clone(), threads, vec![]),
-        ("tsjoin fast path, 1 thread".into(), 1, vec![]),
-        (format!("tsjoin scalar kernels, {threads} threads"), threads, vec![("tsjoin.window_join_simd", "false")]),
-        (format!("tsjoin general path, {threads} threads"), threads, vec![("tsjoin.window_join_fast_path", "false")]),
+    let configs: Vec<(&str, String, usize, Vec<(&str, &str)>)> = vec![
+        ("fast", fast.clone(), threads, vec![]),
+        ("single", "tsjoin fast path, 1 thread".into(), 1, vec![]),
+        ("scalar", format!("tsjoin scalar kernels, {threads} threads"), threads, vec![("tsjoin.window_join_simd", "false")]),
+        ("general", format!("tsjoin general path, {threads} threads"), threads, vec![("tsjoin.window_join_fast_path", "false")]),
     ];
-    for (name, t, settings) in &configs {
+    for (_, name, t, settings) in configs.iter().filter(|c| setups.iter().any(|s| s == c.0)) {
         let ctx = session(&data, *t, true, settings).await?;
         for (q, _, sql) in &selected {
             eprintln!("{name}: {q}");
@@ -272,12 +286,18 @@ fn report(w: Workload, threads: usize, runs: usize, fast: &str, results: &[Measu
 
 #[tokio::main]
 async fn main() {
+    // SAFETY: plain option setters and a reservation of address space, as
+    // tsjoin-cli does (see there).
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
+        libmimalloc_sys::mi_reserve_os_memory_ex(4 << 30, false, true, false, std::ptr::null_mut());
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate { data } => generate(&data.dir(), data.workload()),
-        Command::WindowJoin { data, threads, runs, queries, no_datafusion, no_peers, out } => {
+        Command::WindowJoin { data, threads, runs, queries, setups, no_datafusion, no_peers, out } => {
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-            window_join(data.workload(), data.dir(), threads, runs.max(1), queries, no_datafusion, no_peers, out).await
+            window_join(data.workload(), data.dir(), threads, runs.max(1), queries, setups, no_datafusion, no_peers, out).await
         }
     };
     if let Err(e) = result {

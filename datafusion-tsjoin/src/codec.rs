@@ -107,6 +107,9 @@ struct WindowJoinExecProto {
     simd_off: bool,
     #[prost(uint64, tag = "17")]
     sum_prefix_min: u64,
+    /// Absent in plans encoded before the setting existed: the default.
+    #[prost(uint64, optional, tag = "18")]
+    min_max_table_min: Option<u64>,
 }
 
 fn decode_err(what: &str) -> DataFusionError {
@@ -290,6 +293,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             fast_path: !msg.fast_path_off,
             simd: !msg.simd_off,
             sum_prefix_min: msg.sum_prefix_min as usize,
+            min_max_table_min: msg
+                .min_max_table_min
+                .map_or(crate::window_join::DEFAULT_MIN_MAX_TABLE_MIN, |v| v as usize),
         };
         let exec = WindowJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec), settings)?;
         Ok(Arc::new(exec))
@@ -357,6 +363,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             fast_path_off: !exec.settings().fast_path,
             simd_off: !exec.settings().simd,
             sum_prefix_min: exec.settings().sum_prefix_min as u64,
+            min_max_table_min: Some(exec.settings().min_max_table_min as u64),
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf).map_err(|e| DataFusionError::Internal(e.to_string()))

@@ -27,9 +27,14 @@ extensions_options! {
         /// CPU has them; false forces the scalar kernels.
         pub window_join_simd: bool, default = true
         /// WINDOW JOIN float sums and averages over windows of at least this
-        /// many rows use compensated prefix sums (O(1) per window) instead
-        /// of the sum kernel (0: always the prefix).
+        /// many rows read compensated prefix sums over blocks (O(1) plus two
+        /// partial blocks per window) instead of running the sum kernel over
+        /// the whole window (0: always the block sums).
         pub window_join_sum_prefix_min: usize, default = crate::window_join::DEFAULT_SUM_PREFIX_MIN
+        /// WINDOW JOIN min and max over windows of at least this many rows
+        /// read a block min/max table (O(1) per window) instead of scanning
+        /// the window with the kernels (0: always the table).
+        pub window_join_min_max_table_min: usize, default = crate::window_join::DEFAULT_MIN_MAX_TABLE_MIN
     }
 }
 

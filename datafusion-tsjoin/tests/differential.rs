@@ -3,7 +3,7 @@
 //! NULL keys, values and timestamps, NaN, duplicate timestamps, empty
 //! windows, skewed keys, every window shape, both prevailing modes, pair
 //! filters, 1–3 left partitions and unsorted input; each case runs on the
-//! fast path (SIMD and scalar kernels, prefix and kernel sums) and on the
+//! fast path (SIMD and scalar kernels, block structures and kernel scans) and on the
 //! general path.
 
 use crate::support::{cell, context};
@@ -199,13 +199,21 @@ fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> 
 
 async fn run_case(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let span = rng.random_range(0..40);
+    // Now and then a long right side, so that windows span whole blocks of
+    // the fast path's block sums and min/max tables.
+    let long = rng.random_bool(0.1);
+    let span = rng.random_range(0..if long { 400 } else { 40 });
     let keys = rng.random_range(1..5);
-    let (nl, nr) = (rng.random_range(0..30), rng.random_range(0..50));
+    let (nl, nr) = (rng.random_range(0..30), rng.random_range(0..if long { 600 } else { 50 }));
     let mut left = random_rows(&mut rng, nl, span, keys);
     let mut right = random_rows(&mut rng, nr, span, keys);
     left.shuffle(&mut rng);
     right.shuffle(&mut rng);
+    // Time-ordered right input (the usual layout) takes the build's
+    // presorted path; shuffled input the per-group sort.
+    if rng.random_bool(0.5) {
+        right.sort_by_key(|r| r.ts);
+    }
     let a = rng.random_range(-10..=10);
     let b = rng.random_range(-10..=10);
     let shape = Shape {
@@ -220,26 +228,31 @@ async fn run_case(seed: u64) {
     let ctx = context(partitions);
     let lparts = split(&mut rng, &left, partitions);
     ctx.register_table("l", Arc::new(MemTable::try_new(schema(), lparts).unwrap())).unwrap();
-    // One right partition so that "table order" (which breaks timestamp ties) is defined.
-    let rparts = split(&mut rng, &right, 1);
+    // Right partitions are contiguous runs of the table, so "table order"
+    // (which breaks timestamp ties) is partition order, then row order.
+    let right_partitions = rng.random_range(1..=3);
+    let rparts = split(&mut rng, &right, right_partitions);
     ctx.register_table("r", Arc::new(MemTable::try_new(schema(), rparts).unwrap())).unwrap();
 
     let sql = shape.sql();
     let want = reference(&left, &right, &shape);
     // Every execution path must give the reference answer: the fast path
     // with the best kernels, with the scalar kernels, and the general path.
-    // `prefix` 0 makes every float sum read the compensated prefix sums,
-    // 1000 makes every one run the sum kernel.
-    for (fast, simd, prefix) in [(true, true, 0), (true, true, 1000), (true, false, 1000), (false, true, 0)] {
+    // `blocks` 0 makes every float sum and min/max read the block structures,
+    // 100000 makes every one scan its window with the kernels.
+    for (fast, simd, blocks) in
+        [(true, true, 0), (true, true, 100_000), (true, false, 0), (true, false, 100_000), (false, true, 0)]
+    {
         ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {fast}")).await.unwrap();
         ctx.tsjoin_sql(&format!("SET tsjoin.window_join_simd = {simd}")).await.unwrap();
-        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_sum_prefix_min = {prefix}")).await.unwrap();
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_sum_prefix_min = {blocks}")).await.unwrap();
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_min_max_table_min = {blocks}")).await.unwrap();
         let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
         let got: Vec<Vec<String>> = batches
             .iter()
             .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
             .collect();
-        assert_eq!(got, want, "seed {seed} fast={fast} simd={simd} prefix={prefix}\n{sql}\nleft {left:?}\nright {right:?}");
+        assert_eq!(got, want, "seed {seed} fast={fast} simd={simd} blocks={blocks}\n{sql}\nleft {left:?}\nright {right:?}");
     }
     // The shapes the fast path covers do take it.
     if !shape.pair_filter && !shape.dynamic_lo {

@@ -23,6 +23,8 @@
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub mod avx2;
+pub mod block_sums;
+pub mod block_table;
 pub mod prefix;
 pub mod scalar;
 

@@ -1,22 +1,39 @@
 //! The right-side index of a WINDOW JOIN: every right row grouped by key and
-//! ordered by `(timestamp, input order)` inside each key, built once per
-//! execution and shared read-only by all left partitions and tasks.
+//! ordered by `(timestamp, row)` inside each key, built once per execution
+//! and shared read-only by all left partitions and tasks.
+//!
+//! The build runs in two steps:
+//! 1. every right partition is reduced by its own task as its batches arrive
+//!    ([`Piece`]: timestamps, key group ids from one shared interner,
+//!    per-group counts, aggregate arguments), overlapping with the scan;
+//! 2. [`assemble`] places the rows with a counting sort by group, in
+//!    parallel over the pieces. When every piece is time-ordered and the
+//!    pieces' time ranges follow each other (files split by time, the usual
+//!    layout) the result is already ordered inside each group; otherwise each
+//!    group is sorted, in parallel over groups.
+//!
+//! Rows are numbered piece after piece (right partition order), each piece
+//! in its input order; that number breaks timestamp ties.
 
 use super::exec::{AggInput, WindowJoinSpec};
-use super::fast::{FastColumn, FastPlan};
+use super::fast::{FastAgg, FastColumn, FastPlan, NO_POSITION};
 pub(crate) use super::keys::KeyIndex;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, new_empty_array};
-use datafusion::arrow::compute::{cast, concat, concat_batches, filter_record_batch, kernels::numeric::mul};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_empty_array};
+use datafusion::arrow::compute::{cast, concat, concat_batches, filter_record_batch, kernels::numeric::mul, take};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
-use datafusion::physical_plan::{PhysicalExpr, SendableRecordBatchStream};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream};
+use super::par::for_group_ranges;
+use crate::kernels::KernelSet;
 use futures::StreamExt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Right rows in `(key, ts, input order)` order. Positions index `ts` and
-/// `order`; `order[pos]` is the row of `batch` at that position. Key group `g`
-/// owns positions `group_offsets[g]..group_offsets[g + 1]`.
+/// Right rows in `(key, ts, row)` order. Positions index `ts` and `order`;
+/// `order[pos]` is the row (of `batch` and `agg_values`) at that position.
+/// Key group `g` owns positions `group_offsets[g]..group_offsets[g + 1]`.
 pub(crate) struct RightIndex {
     /// All right rows that passed the right-only ON filter (rows with a NULL
     /// timestamp never match and are still here, but in no group). Kept
@@ -24,19 +41,19 @@ pub(crate) struct RightIndex {
     pub batch: RecordBatch,
     /// Timestamps in common ticks, by position (ascending inside a group).
     pub ts: Vec<i64>,
-    /// Row of `batch` at each position.
+    /// Row at each position.
     pub order: Vec<u32>,
     /// Group boundaries over positions; `len = groups + 1`.
     pub group_offsets: Vec<u32>,
     /// `None` when the join has no equality keys (one group holds every row).
     pub keys: Option<KeyIndex>,
-    /// Per aggregate, its argument arrays evaluated over `batch` when the
-    /// aggregate reads right columns only (empty for pair-evaluated ones).
+    /// Per aggregate, its argument arrays by row when the aggregate reads
+    /// right columns only (empty for pair-evaluated ones).
     pub agg_values: Vec<Vec<ArrayRef>>,
     /// Fast-path buffers, one per [`FastPlan`] column (empty on the general
     /// path).
     pub fast: Vec<FastColumn>,
-    _reservation: MemoryReservation,
+    _reservation: Arc<MemoryReservation>,
 }
 
 impl std::fmt::Debug for RightIndex {
@@ -49,6 +66,11 @@ impl RightIndex {
     /// Positions of key group `g`.
     pub(crate) fn group(&self, g: u32) -> (usize, usize) {
         (self.group_offsets[g as usize] as usize, self.group_offsets[g as usize + 1] as usize)
+    }
+
+    /// Number of groups.
+    pub(crate) fn num_groups(&self) -> usize {
+        self.group_offsets.len() - 1
     }
 
     /// Number of rows indexed (rows with a timestamp).
@@ -79,67 +101,258 @@ pub(crate) fn eval_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> 
     exprs.iter().map(|e| e.evaluate(batch)?.into_array(batch.num_rows())).collect()
 }
 
-/// Drains the right input and builds its [`RightIndex`], accounting every
-/// buffer in `reservation` (an over-budget build fails with
-/// `ResourcesExhausted`).
-pub(crate) async fn build_right_index(
+/// Group id of rows that belong to no group (NULL timestamp).
+const NO_GROUP: u32 = u32::MAX;
+
+/// Key → group id for the whole build: one global [`KeyIndex`] behind a
+/// lock, fed by the pieces only with keys they have not seen before.
+type SharedKeys = Arc<Mutex<KeyIndex>>;
+
+/// One right partition, reduced batch by batch.
+#[derive(Default)]
+struct Piece {
+    /// Rows that passed the right filter, NULL timestamps included.
+    rows: usize,
+    /// Timestamp per row (0 where NULL).
+    ts: Vec<i64>,
+    /// Global group per row ([`NO_GROUP`] where the timestamp is NULL).
+    gid: Vec<u32>,
+    /// Per aggregate and argument, the evaluated arrays of each batch.
+    values: Vec<Vec<Vec<ArrayRef>>>,
+    /// The batches themselves, when pairs are evaluated.
+    batches: Vec<RecordBatch>,
+    /// What each batch's rows hold, in order.
+    spans: Vec<Span>,
+}
+
+/// Consecutive rows of one piece and what their timestamps look like.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    /// First row (of the piece) and number of rows.
+    start: usize,
+    rows: usize,
+    /// Timestamps with a value are non-decreasing in row order.
+    sorted: bool,
+    /// Smallest and largest timestamp (`None`: no row has one).
+    range: Option<(i64, i64)>,
+}
+
+/// Reduces one right partition into a [`Piece`].
+async fn reduce_partition(
     mut input: SendableRecordBatchStream,
-    schema: SchemaRef,
     spec: Arc<WindowJoinSpec>,
-    fast_plan: Option<&FastPlan>,
-    reservation: MemoryReservation,
-) -> Result<RightIndex> {
-    // Each batch is reduced as it arrives (timestamps, key groups, aggregate
-    // arguments), overlapping with the scan; only the general path's pair
-    // evaluation needs the rows themselves.
+    keys: Option<SharedKeys>,
+    reservation: Arc<MemoryReservation>,
+) -> Result<Piece> {
     let keep_rows = spec.needs_pairs();
-    let mut kept = vec![];
-    let mut ts_parts: Vec<ArrayRef> = vec![];
-    let mut groups: Vec<u32> = vec![];
-    let mut keys = if spec.right_keys.is_empty() {
-        None
-    } else {
-        let types = spec.right_keys.iter().map(|k| k.data_type(&schema)).collect::<Result<Vec<_>>>()?;
-        Some(KeyIndex::try_new(&types)?)
+    let mut piece = Piece {
+        values: spec.aggs.iter().map(|a| vec![vec![]; if a.input == AggInput::Right { a.args.len() } else { 0 }]).collect(),
+        ..Default::default()
     };
-    let mut value_parts: Vec<Vec<Vec<ArrayRef>>> =
-        spec.aggs.iter().map(|a| vec![vec![]; if a.input == AggInput::Right { a.args.len() } else { 0 }]).collect();
+    // This partition's own interner, and where its ids live globally: the
+    // shared lock is taken only for keys new to this partition.
+    let mut local = match &keys {
+        Some(k) => Some(k.lock().expect("key index lock").empty_like()?),
+        None => None,
+    };
+    let mut to_global: Vec<u32> = vec![];
     while let Some(batch) = input.next().await {
         let mut batch = batch?;
         if let Some(filter) = &spec.right_filter {
             let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
             batch = filter_record_batch(&batch, mask.as_boolean())?;
         }
+        let n = batch.num_rows();
         let ts = eval_ticks(&spec.right_ts, &batch, spec.right_factor())?;
-        let mut size = ts.get_array_memory_size() + batch.num_rows() * 4;
-        ts_parts.push(Arc::new(ts));
-        match &mut keys {
-            Some(k) => groups.extend(k.intern(&eval_all(&spec.right_keys, &batch)?)?),
-            None => groups.extend(std::iter::repeat_n(0, batch.num_rows())),
+        let mut size = n * 12;
+        let ids = match (&mut local, &keys) {
+            (Some(local), Some(shared)) => {
+                let key_arrays = eval_all(&spec.right_keys, &batch)?;
+                let ids = local.intern(&key_arrays)?;
+                if local.len() > to_global.len() {
+                    to_global.extend(new_globals(shared, &key_arrays, &ids, to_global.len(), local.len())?);
+                }
+                Some(ids)
+            }
+            _ => None,
+        };
+        let mut span = Span { start: piece.rows, rows: n, sorted: true, range: None };
+        for row in 0..n {
+            if ts.is_null(row) {
+                piece.ts.push(0);
+                piece.gid.push(NO_GROUP);
+                continue;
+            }
+            let t = ts.value(row);
+            span.range = Some(match span.range {
+                None => (t, t),
+                Some((lo, hi)) => {
+                    span.sorted &= t >= hi;
+                    (lo.min(t), hi.max(t))
+                }
+            });
+            piece.ts.push(t);
+            piece.gid.push(ids.as_ref().map_or(0, |ids| to_global[ids[row] as usize]));
         }
-        for (agg, parts) in spec.aggs.iter().zip(&mut value_parts) {
+        piece.spans.push(span);
+        piece.rows += n;
+        for (agg, parts) in spec.aggs.iter().zip(&mut piece.values) {
             for (arg, part) in agg.args.iter().zip(parts.iter_mut()) {
-                let v = arg.evaluate(&batch)?.into_array(batch.num_rows())?;
+                let v = arg.evaluate(&batch)?.into_array(n)?;
                 size += v.get_array_memory_size();
                 part.push(v);
             }
         }
         if keep_rows {
             size += batch.get_array_memory_size();
-            kept.push(batch);
+            piece.batches.push(batch);
         }
         reservation.try_grow(size)?;
     }
-    let batch = concat_batches(&schema, &kept)?;
-    drop(kept);
-    let ts = concat_parts(ts_parts, &DataType::Int64)?;
-    let ts = ts.as_primitive::<Int64Type>();
+    Ok(piece)
+}
+
+/// Global ids of local groups `from..to`, interning the keys they stand for
+/// (taken from the first row of each) in the shared index.
+fn new_globals(shared: &SharedKeys, keys: &[ArrayRef], ids: &[u32], from: usize, to: usize) -> Result<Vec<u32>> {
+    let mut first = vec![u32::MAX; to - from];
+    for (row, &id) in ids.iter().enumerate() {
+        let id = id as usize;
+        if id >= from && first[id - from] == u32::MAX {
+            first[id - from] = row as u32;
+        }
+    }
+    let rows = UInt32Array::from(first);
+    let taken = keys.iter().map(|k| Ok(take(k.as_ref(), &rows, None)?)).collect::<Result<Vec<_>>>()?;
+    shared.lock().expect("key index lock").intern(&taken)
+}
+
+/// Drains every partition of `right` (in parallel, one task each) and builds
+/// its [`RightIndex`] with up to `threads` threads, accounting every buffer
+/// in `reservation` (an over-budget build fails with `ResourcesExhausted`).
+pub(crate) async fn build_right_index(
+    right: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+    spec: Arc<WindowJoinSpec>,
+    fast_plan: Option<Arc<FastPlan>>,
+    reservation: MemoryReservation,
+    kernels: KernelSet,
+    threads: usize,
+) -> Result<RightIndex> {
+    let schema = right.schema();
+    let keys = if spec.right_keys.is_empty() {
+        None
+    } else {
+        let types = spec.right_keys.iter().map(|k| k.data_type(&schema)).collect::<Result<Vec<_>>>()?;
+        Some(Arc::new(Mutex::new(KeyIndex::try_new(&types)?)))
+    };
+    let reservation = Arc::new(reservation);
+    let partitions = right.output_partitioning().partition_count();
+    let mut tasks = Vec::with_capacity(partitions);
+    for p in 0..partitions {
+        let input = right.execute(p, Arc::clone(&context))?;
+        let (spec, keys, reservation) = (Arc::clone(&spec), keys.clone(), Arc::clone(&reservation));
+        // Spawned so partitions reduce in parallel; dropping the build
+        // (the query was cancelled) aborts them.
+        tasks.push(SpawnedTask::spawn(reduce_partition(input, spec, keys, reservation)));
+    }
+    let mut pieces = Vec::with_capacity(partitions);
+    for task in tasks {
+        pieces.push(task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??);
+    }
+    let keys = keys.map(|k| Arc::try_unwrap(k).ok().expect("pieces done").into_inner().expect("key index lock"));
+    let task = SpawnedTask::spawn_blocking(move || {
+        assemble(pieces, schema, &spec, fast_plan.as_deref(), keys, reservation, kernels, threads)
+    });
+    task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+}
+
+/// Places the pieces' rows in `(group, ts, row)` order and builds the
+/// fast-path columns.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    pieces: Vec<Piece>,
+    schema: SchemaRef,
+    spec: &WindowJoinSpec,
+    fast_plan: Option<&FastPlan>,
+    keys: Option<KeyIndex>,
+    reservation: Arc<MemoryReservation>,
+    kernels: KernelSet,
+    threads: usize,
+) -> Result<RightIndex> {
+    let threads = threads.max(1);
     let n_groups = keys.as_ref().map_or(1, KeyIndex::len);
+    let (units, presorted) = layout(&pieces);
+    let rows: usize = pieces.iter().map(|p| p.rows).sum();
+    // Rows per group per unit: the parallel scatter's plan, when it is
+    // small enough; else one pass for the totals and a serial scatter.
+    let parallel = threads > 1 && units.len() > 1 && units.len() * n_groups <= rows;
+    let counts: Vec<Vec<u32>> = if parallel {
+        par_map(&units, threads, |u| count_groups(&pieces[u.piece].gid[u.rows.clone()], n_groups))
+    } else {
+        let mut total = vec![0u32; n_groups];
+        for piece in &pieces {
+            total = add_counts(total, &count_groups(&piece.gid, n_groups));
+        }
+        vec![total]
+    };
+    let mut group_offsets = vec![0u32; n_groups + 1];
+    for c in &counts {
+        for (g, &c) in c.iter().enumerate() {
+            group_offsets[g + 1] += c;
+        }
+    }
+    for g in 0..n_groups {
+        group_offsets[g + 1] += group_offsets[g];
+    }
+    let positions = group_offsets[n_groups] as usize;
+    reservation.try_grow(positions * 12 + rows * 4 + group_offsets.len() * 4)?;
+    let mut order = vec![0u32; positions];
+    let mut ts = vec![0i64; positions];
+    let mut position = vec![NO_POSITION; rows];
+    let bases = row_bases(&pieces);
+    if parallel {
+        scatter_parallel(&pieces, &bases, &units, &counts, &group_offsets, &mut order, &mut ts, &mut position, threads);
+    } else {
+        scatter_serial(&pieces, &bases, &units, &group_offsets, &mut order, &mut ts, &mut position);
+    }
+    if !presorted {
+        sort_groups(&mut order, &mut ts, &group_offsets, threads);
+        for (pos, &row) in order.iter().enumerate() {
+            position[row as usize] = pos as u32;
+        }
+    }
+
+    // Aggregate arguments by row, where something reads them by row (the
+    // general path, first/last); the rows themselves for pairs.
+    let by_row = |i: usize| fast_plan.is_none_or(|p| matches!(p.aggs[i], FastAgg::Pick(..)));
+    let mut values: Vec<Vec<Vec<ArrayRef>>> =
+        spec.aggs.iter().map(|a| vec![vec![]; if a.input == AggInput::Right { a.args.len() } else { 0 }]).collect();
+    let mut batches = vec![];
+    for piece in pieces {
+        for (all, parts) in values.iter_mut().zip(piece.values) {
+            for (all, part) in all.iter_mut().zip(parts) {
+                all.extend(part);
+            }
+        }
+        batches.extend(piece.batches);
+    }
+    let batch = concat_batches(&schema, &batches)?;
+    drop(batches);
+    let fast = match fast_plan {
+        Some(plan) => build_columns(plan, &values, &position, &group_offsets, kernels, threads)?,
+        None => vec![],
+    };
+    drop(position);
     let agg_values = spec
         .aggs
         .iter()
-        .zip(value_parts)
-        .map(|(agg, parts)| {
+        .zip(values)
+        .enumerate()
+        .map(|(i, (agg, parts))| {
+            if !by_row(i) {
+                return Ok(vec![]);
+            }
             agg.args
                 .iter()
                 .zip(parts)
@@ -147,60 +360,220 @@ pub(crate) async fn build_right_index(
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
-    // The parts are gone: account what is held now.
     let values_size: usize = agg_values.iter().flatten().map(|a| a.get_array_memory_size()).sum();
+    let fast_size: usize = fast.iter().map(FastColumn::memory_size).sum();
     reservation.try_resize(
-        values_size + ts.get_array_memory_size() + groups.len() * 4 + batch.get_array_memory_size(),
+        values_size + fast_size + positions * 12 + group_offsets.len() * 4 + batch.get_array_memory_size(),
     )?;
+    Ok(RightIndex { batch, ts, order, group_offsets, keys, agg_values, fast, _reservation: reservation })
+}
 
-    // Counting sort by group (stable, so input order survives), then a stable
-    // sort by timestamp inside each group that is not already sorted.
-    let mut group_offsets = vec![0u32; n_groups + 1];
-    for (row, &g) in groups.iter().enumerate() {
-        if ts.is_valid(row) {
-            group_offsets[g as usize + 1] += 1;
-        }
+/// The fast-path columns, built in parallel (one thread per column).
+fn build_columns(
+    plan: &FastPlan,
+    values: &[Vec<Vec<ArrayRef>>],
+    position: &[u32],
+    offsets: &[u32],
+    kernels: KernelSet,
+    threads: usize,
+) -> Result<Vec<FastColumn>> {
+    let build = |c: &super::fast::ColumnSpec| FastColumn::build(c, &values[c.agg][0], position, offsets, kernels);
+    if threads == 1 || plan.columns.len() == 1 {
+        return plan.columns.iter().map(build).collect();
     }
-    for g in 0..n_groups {
-        group_offsets[g + 1] += group_offsets[g];
-    }
-    let positions = group_offsets[n_groups] as usize;
-    reservation.try_grow(positions * 12 + group_offsets.len() * 4)?;
-    let mut cursor = group_offsets.clone();
-    let mut order = vec![0u32; positions];
-    for (row, &g) in groups.iter().enumerate() {
-        if ts.is_valid(row) {
-            order[cursor[g as usize] as usize] = row as u32;
-            cursor[g as usize] += 1;
-        }
-    }
-    let mut ts_sorted = vec![0i64; positions];
-    sort_groups(&mut order, &mut ts_sorted, &group_offsets, ts.values());
+    par_map(&plan.columns, threads, build).into_iter().collect()
+}
 
-    // Fast-path columns are independent: one thread each.
-    let columns = fast_plan.map(|p| p.columns.as_slice()).unwrap_or_default();
-    let fast: Vec<FastColumn> = std::thread::scope(|scope| {
-        let handles: Vec<_> = columns
-            .iter()
-            .map(|column| {
-                let (values, order) = (&agg_values[column.agg][0], &order);
-                scope.spawn(move || FastColumn::build(column, values, order))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("fast column build panicked")).collect::<Result<Vec<_>>>()
-    })?;
-    reservation.try_grow(fast.iter().map(FastColumn::memory_size).sum())?;
-
-    Ok(RightIndex {
-        batch,
-        ts: ts_sorted,
-        order,
-        group_offsets,
-        keys,
-        agg_values,
-        fast,
-        _reservation: reservation,
+/// `f` over `items` on up to `threads` scoped threads, results in order.
+fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let per = items.len().div_ceil(threads.max(1)).max(1);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            items.chunks(per).map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<_>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().expect("build thread panicked")).collect()
     })
+}
+
+/// Rows with a timestamp per group among `gid`.
+fn count_groups(gid: &[u32], n_groups: usize) -> Vec<u32> {
+    let mut counts = vec![0u32; n_groups];
+    for &g in gid {
+        if g != NO_GROUP {
+            counts[g as usize] += 1;
+        }
+    }
+    counts
+}
+
+fn add_counts(mut a: Vec<u32>, b: &[u32]) -> Vec<u32> {
+    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+    a
+}
+
+/// Consecutive rows of one piece, laid out together.
+#[derive(Debug, Clone)]
+struct Unit {
+    piece: usize,
+    /// Rows of the piece.
+    rows: std::ops::Range<usize>,
+}
+
+/// The order to lay rows out in, as units, and whether that order leaves
+/// every group sorted by `(ts, row)`. It does when every batch is
+/// time-ordered and, taken by their first timestamps, each batch ends
+/// before the next begins (or at the same instant, with lower row numbers
+/// first): files split by time, however the scan dealt them to partitions.
+/// Consecutive batches of one piece merge into one unit. Otherwise each
+/// piece is one unit, in piece order, and the groups need sorting.
+fn layout(pieces: &[Piece]) -> (Vec<Unit>, bool) {
+    let mut spans: Vec<(i64, usize, usize)> = vec![]; // (first ts, piece, span)
+    for (p, piece) in pieces.iter().enumerate() {
+        for (i, s) in piece.spans.iter().enumerate() {
+            if let Some((lo, _)) = s.range {
+                spans.push((lo, p, i));
+            }
+        }
+    }
+    spans.sort_unstable();
+    let chained = spans.iter().all(|&(_, p, i)| pieces[p].spans[i].sorted)
+        && spans.windows(2).all(|w| {
+            let end = pieces[w[0].1].spans[w[0].2].range.expect("has rows").1;
+            let next = w[1].0;
+            end < next || (end == next && (w[0].1, w[0].2) < (w[1].1, w[1].2))
+        });
+    if !chained {
+        let units = pieces.iter().enumerate().map(|(p, piece)| Unit { piece: p, rows: 0..piece.rows }).collect();
+        return (units, false);
+    }
+    let mut units: Vec<Unit> = vec![];
+    for (_, p, i) in spans {
+        let s = &pieces[p].spans[i];
+        match units.last_mut() {
+            Some(u) if u.piece == p && u.rows.end == s.start => u.rows.end = s.start + s.rows,
+            _ => units.push(Unit { piece: p, rows: s.start..s.start + s.rows }),
+        }
+    }
+    // Batches without timestamps hold no positions but still have rows.
+    for (p, piece) in pieces.iter().enumerate() {
+        for s in piece.spans.iter().filter(|s| s.range.is_none()) {
+            units.push(Unit { piece: p, rows: s.start..s.start + s.rows });
+        }
+    }
+    (units, true)
+}
+
+/// First row number of each piece (rows are numbered piece after piece).
+fn row_bases(pieces: &[Piece]) -> Vec<usize> {
+    let mut base = 0usize;
+    pieces
+        .iter()
+        .map(|p| {
+            base += p.rows;
+            base - p.rows
+        })
+        .collect()
+}
+
+/// Counting sort of the units' rows into their groups' positions, unit
+/// after unit; `position[row]` gets each row's position.
+fn scatter_serial(
+    pieces: &[Piece],
+    bases: &[usize],
+    units: &[Unit],
+    offsets: &[u32],
+    order: &mut [u32],
+    ts: &mut [i64],
+    position: &mut [u32],
+) {
+    let mut cursor = offsets.to_vec();
+    for u in units {
+        let piece = &pieces[u.piece];
+        for row in u.rows.clone() {
+            let g = piece.gid[row];
+            if g != NO_GROUP {
+                let pos = cursor[g as usize] as usize;
+                let global = bases[u.piece] + row;
+                order[pos] = global as u32;
+                ts[pos] = piece.ts[row];
+                position[global] = pos as u32;
+                cursor[g as usize] += 1;
+            }
+        }
+    }
+}
+
+/// [`scatter_serial`] with the units in parallel: each group's positions
+/// are cut into one run per unit (`counts[u][g]` long, in unit order), so
+/// every unit writes its own runs and its own rows of `position`.
+#[allow(clippy::too_many_arguments)]
+fn scatter_parallel(
+    pieces: &[Piece],
+    bases: &[usize],
+    units: &[Unit],
+    counts: &[Vec<u32>],
+    offsets: &[u32],
+    order: &mut [u32],
+    ts: &mut [i64],
+    position: &mut [u32],
+    threads: usize,
+) {
+    /// One unit's share of one group: its positions, from `first`.
+    struct Run<'a> {
+        order: &'a mut [u32],
+        ts: &'a mut [i64],
+        first: u32,
+        filled: usize,
+    }
+    let n_groups = offsets.len() - 1;
+    let mut runs: Vec<Vec<Run>> = units.iter().map(|_| Vec::with_capacity(n_groups)).collect();
+    let (mut order, mut ts) = (order, ts);
+    for g in 0..n_groups {
+        let mut first = offsets[g];
+        for (u, c) in counts.iter().enumerate() {
+            let c = c[g] as usize;
+            let (o, rest_o) = std::mem::take(&mut order).split_at_mut(c);
+            let (t, rest_t) = std::mem::take(&mut ts).split_at_mut(c);
+            (order, ts) = (rest_o, rest_t);
+            runs[u].push(Run { order: o, ts: t, first, filled: 0 });
+            first += c as u32;
+        }
+    }
+    // Each unit's rows of `position` (units cover disjoint rows).
+    let mut by_row: Vec<usize> = (0..units.len()).collect();
+    by_row.sort_unstable_by_key(|&u| bases[units[u].piece] + units[u].rows.start);
+    let mut rows_of: Vec<&mut [u32]> = units.iter().map(|_| Default::default()).collect();
+    let (mut rest, mut at) = (position, 0);
+    for u in by_row {
+        let start = bases[units[u].piece] + units[u].rows.start;
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - at);
+        let (mine, tail) = tail.split_at_mut(units[u].rows.len());
+        rows_of[u] = mine;
+        rest = tail;
+        at = start + units[u].rows.len();
+    }
+    let mut work: Vec<_> = units.iter().zip(runs).zip(rows_of).collect();
+    let per = work.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        while !work.is_empty() {
+            let chunk: Vec<_> = work.drain(..per.min(work.len())).collect();
+            scope.spawn(move || {
+                for ((u, mut runs), rows) in chunk {
+                    let piece = &pieces[u.piece];
+                    for (k, row) in u.rows.clone().enumerate() {
+                        let g = piece.gid[row];
+                        if g != NO_GROUP {
+                            let run = &mut runs[g as usize];
+                            run.order[run.filled] = (bases[u.piece] + row) as u32;
+                            run.ts[run.filled] = piece.ts[row];
+                            rows[k] = run.first + run.filled as u32;
+                            run.filled += 1;
+                        }
+                    }
+                }
+            });
+        }
+    });
 }
 
 /// Concatenates the per-batch parts of one array (empty input: an empty array).
@@ -212,51 +585,22 @@ fn concat_parts(parts: Vec<ArrayRef>, data_type: &DataType) -> Result<ArrayRef> 
     })
 }
 
-/// Orders each key group's positions by `(timestamp, row)` and writes the
-/// sorted timestamps. Groups already in order (the common case for
-/// time-ordered input) cost one pass; the rest sort `(ts, row)` pairs, which
-/// equals a stable sort by timestamp. Large inputs are split at group
-/// boundaries over the machine's cores.
-fn sort_groups(order: &mut [u32], ts_sorted: &mut [i64], offsets: &[u32], raw: &[i64]) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(16);
+/// Orders each key group's positions by `(timestamp, row)`. Rows arrive in
+/// row order inside a group, so a group whose timestamps are already
+/// non-decreasing costs one pass; the rest sort `(ts, row)` pairs. Large
+/// inputs are split at group boundaries over `threads` threads.
+fn sort_groups(order: &mut [u32], ts: &mut [i64], offsets: &[u32], threads: usize) {
     if threads == 1 || order.len() < 1 << 16 {
-        return sort_group_range(order, ts_sorted, offsets, raw);
+        return sort_group_range(order, ts, offsets);
     }
-    // Cut points: the first group boundary at or after each 1/threads of the positions.
-    let total = order.len();
-    let mut cuts = vec![0usize];
-    for k in 1..threads {
-        let target = (total * k / threads) as u32;
-        let g = offsets.partition_point(|&o| o < target).min(offsets.len() - 1);
-        if g > *cuts.last().unwrap() {
-            cuts.push(g);
-        }
-    }
-    cuts.push(offsets.len() - 1);
-    std::thread::scope(|scope| {
-        let (mut order, mut ts_sorted) = (order, ts_sorted);
-        for w in cuts.windows(2) {
-            let (g0, g1) = (w[0], w[1]);
-            let len = (offsets[g1] - offsets[g0]) as usize;
-            let (o, rest_o) = std::mem::take(&mut order).split_at_mut(len);
-            let (t, rest_t) = std::mem::take(&mut ts_sorted).split_at_mut(len);
-            order = rest_o;
-            ts_sorted = rest_t;
-            let base = offsets[g0];
-            let local: Vec<u32> = offsets[g0..=g1].iter().map(|&x| x - base).collect();
-            scope.spawn(move || sort_group_range(o, t, &local, raw));
-        }
-    });
+    for_group_ranges(order, ts, offsets, threads, sort_group_range);
 }
 
-fn sort_group_range(order: &mut [u32], ts_sorted: &mut [i64], offsets: &[u32], raw: &[i64]) {
+fn sort_group_range(order: &mut [u32], ts: &mut [i64], offsets: &[u32]) {
     let mut pairs: Vec<(i64, u32)> = vec![];
     for w in offsets.windows(2) {
         let (s, e) = (w[0] as usize, w[1] as usize);
-        let (o, t) = (&mut order[s..e], &mut ts_sorted[s..e]);
-        for (ts, &r) in t.iter_mut().zip(o.iter()) {
-            *ts = raw[r as usize];
-        }
+        let (o, t) = (&mut order[s..e], &mut ts[s..e]);
         if t.windows(2).all(|w| w[0] <= w[1]) {
             continue;
         }

@@ -153,7 +153,11 @@ impl WindowJoinSpec {
 
 /// Default of [`WindowJoinSettings::sum_prefix_min`], chosen by measurement
 /// (see `benches/README.md`).
-pub const DEFAULT_SUM_PREFIX_MIN: usize = 32;
+pub const DEFAULT_SUM_PREFIX_MIN: usize = 96;
+
+/// Default of [`WindowJoinSettings::min_max_table_min`], chosen by
+/// measurement (see `benches/README.md`).
+pub const DEFAULT_MIN_MAX_TABLE_MIN: usize = 96;
 
 /// Execution choices of a [`WindowJoinExec`], from the session settings
 /// (`tsjoin.window_join_workers`, `…_fast_path`, `…_simd`).
@@ -165,27 +169,38 @@ pub const DEFAULT_SUM_PREFIX_MIN: usize = 32;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowJoinSettings {
-    /// Left batches joined in parallel per left partition (at least 1).
+    /// Left batches joined in parallel per left partition, and threads
+    /// building the right index (at least 1).
     pub workers: usize,
     /// Use the fast path where the query allows it.
     pub fast_path: bool,
     /// Let the fast path use SIMD kernels when the CPU has them.
     pub simd: bool,
-    /// Float sums over windows of at least this many rows read the
-    /// compensated prefix sums (O(1)); shorter ones run the sum kernel.
+    /// Float sums over windows of at least this many rows read the block
+    /// prefix sums (two short scans and O(1)); shorter ones run the sum
+    /// kernel over the window.
     pub sum_prefix_min: usize,
+    /// min/max over windows of at least this many rows read the block
+    /// table (O(1)); shorter ones run the min/max kernels.
+    pub min_max_table_min: usize,
 }
 
 impl Default for WindowJoinSettings {
     fn default() -> Self {
-        Self { workers: 1, fast_path: true, simd: true, sum_prefix_min: DEFAULT_SUM_PREFIX_MIN }
+        Self {
+            workers: 1,
+            fast_path: true,
+            simd: true,
+            sum_prefix_min: DEFAULT_SUM_PREFIX_MIN,
+            min_max_table_min: DEFAULT_MIN_MAX_TABLE_MIN,
+        }
     }
 }
 
 /// Physical WINDOW JOIN.
 ///
-/// The right input (one partition) is drained once into a shared
-/// [`RightIndex`]. Each left partition streams its batches through tasks that
+/// The right input (all its partitions, in parallel) is drained once into
+/// a shared [`RightIndex`]. Each left partition streams its batches through tasks that
 /// run in parallel (up to `workers` per partition) and emit in input order;
 /// every task finds each row's window by binary search in its key's time
 /// slice and aggregates it. Output: left columns then one column per
@@ -347,10 +362,11 @@ impl ExecutionPlan for WindowJoinExec {
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        // Left stays partitioned; the right side is collected once (broadcast).
+        // Left stays partitioned; every right partition is drained once
+        // into the shared index (a broadcast built in parallel).
         InputDistributionRequirements::new(vec![
             Distribution::UnspecifiedDistribution,
-            Distribution::SinglePartition,
+            Distribution::UnspecifiedDistribution,
         ])
     }
 

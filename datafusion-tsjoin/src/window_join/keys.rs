@@ -2,9 +2,10 @@
 //! a value that matches NULL, as in QuestDB).
 //!
 //! One string key (any string encoding or a dictionary of strings) and one
-//! integer key hash their values directly; dictionaries intern each distinct
-//! value once per batch and map codes. Anything else (several columns,
-//! other types) goes through arrow's row format.
+//! integer key hash their values directly (short strings as one `u128`);
+//! dictionaries intern each distinct value once per batch and map codes.
+//! Anything else (several columns, other types) goes through arrow's row
+//! format.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
@@ -15,17 +16,47 @@ use datafusion::common::{HashMap, Result};
 /// Key → dense group id.
 pub(crate) struct KeyIndex {
     kind: KeyKind,
+    /// Key types, to make more indexes like this one.
+    types: Vec<DataType>,
     /// Groups interned so far.
     groups: u32,
 }
 
 enum KeyKind {
-    /// One string key.
-    Str { map: HashMap<Box<[u8]>, u32>, null: Option<u32> },
+    /// One string key. Strings of up to 12 bytes are keyed by their Arrow
+    /// view (length and bytes in one `u128`), whatever their encoding: one
+    /// integer hash instead of a byte-string hash, the common case for
+    /// symbols and tags.
+    Str { inline: HashMap<u128, u32>, long: HashMap<Box<[u8]>, u32>, null: Option<u32> },
     /// One integer key (widened to i64).
     Int { map: HashMap<i64, u32>, null: Option<u32> },
     /// Anything else, in arrow's row format.
     Rows { converter: RowConverter, map: HashMap<Box<[u8]>, u32> },
+}
+
+/// One string key value as [`KeyKind::Str`] hashes it.
+#[derive(Clone, Copy)]
+enum StrKey<'a> {
+    Null,
+    /// At most 12 bytes, packed as an Arrow inline view.
+    Inline(u128),
+    Long(&'a [u8]),
+}
+
+/// Longest string kept inline in an Arrow view.
+const MAX_INLINE: usize = 12;
+
+impl<'a> StrKey<'a> {
+    fn of(bytes: &'a [u8]) -> Self {
+        if bytes.len() <= MAX_INLINE {
+            let mut view = [0u8; 16];
+            view[..4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+            view[4..4 + bytes.len()].copy_from_slice(bytes);
+            StrKey::Inline(u128::from_le_bytes(view))
+        } else {
+            StrKey::Long(bytes)
+        }
+    }
 }
 
 fn is_string(t: &DataType) -> bool {
@@ -43,17 +74,39 @@ fn is_int(t: &DataType) -> bool {
     )
 }
 
-/// `f(bytes)` for every row of a string array (any encoding); a dictionary
+fn str_key(v: Option<&str>) -> StrKey<'_> {
+    v.map_or(StrKey::Null, |s| StrKey::of(s.as_bytes()))
+}
+
+/// `f(key)` for every row of a string array (any encoding); a dictionary
 /// calls `f` once per dictionary value (and once for NULL) and maps codes.
-fn str_groups(array: &ArrayRef, f: &mut dyn FnMut(Option<&[u8]>) -> Option<u32>) -> Result<Vec<Option<u32>>> {
+fn str_groups(array: &ArrayRef, f: &mut dyn FnMut(StrKey) -> Option<u32>) -> Result<Vec<Option<u32>>> {
     Ok(match array.data_type() {
-        DataType::Utf8 => array.as_string::<i32>().iter().map(|v| f(v.map(str::as_bytes))).collect(),
-        DataType::LargeUtf8 => array.as_string::<i64>().iter().map(|v| f(v.map(str::as_bytes))).collect(),
-        DataType::Utf8View => array.as_string_view().iter().map(|v| f(v.map(str::as_bytes))).collect(),
+        DataType::Utf8 => array.as_string::<i32>().iter().map(|v| f(str_key(v))).collect(),
+        DataType::LargeUtf8 => array.as_string::<i64>().iter().map(|v| f(str_key(v))).collect(),
+        DataType::Utf8View => {
+            // Inline views are used as they are, with the padding masked
+            // (the format does not require producers to zero it).
+            let a = array.as_string_view();
+            a.views()
+                .iter()
+                .enumerate()
+                .map(|(i, &view)| {
+                    let len = view as u32 as usize;
+                    if a.is_null(i) {
+                        f(StrKey::Null)
+                    } else if len <= MAX_INLINE {
+                        f(StrKey::Inline(view & (u128::MAX >> (8 * (MAX_INLINE - len)))))
+                    } else {
+                        f(StrKey::Long(a.value(i).as_bytes()))
+                    }
+                })
+                .collect()
+        }
         DataType::Dictionary(..) => {
             let dict = array.as_any_dictionary();
             let values = str_groups(dict.values(), f)?;
-            let null = f(None);
+            let null = f(StrKey::Null);
             let keys = dict.normalized_keys();
             (0..array.len())
                 .map(|i| if array.is_null(i) { null } else { values[keys[i]] })
@@ -73,14 +126,19 @@ impl KeyIndex {
     /// An empty index for keys of these types.
     pub(crate) fn try_new(types: &[DataType]) -> Result<Self> {
         let kind = match types {
-            [t] if is_string(t) => KeyKind::Str { map: HashMap::new(), null: None },
+            [t] if is_string(t) => KeyKind::Str { inline: HashMap::new(), long: HashMap::new(), null: None },
             [t] if is_int(t) => KeyKind::Int { map: HashMap::new(), null: None },
             _ => KeyKind::Rows {
                 converter: RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?,
                 map: HashMap::new(),
             },
         };
-        Ok(Self { kind, groups: 0 })
+        Ok(Self { kind, types: types.to_vec(), groups: 0 })
+    }
+
+    /// An empty index for the same key types.
+    pub(crate) fn empty_like(&self) -> Result<Self> {
+        Self::try_new(&self.types)
     }
 
     /// Number of distinct keys interned.
@@ -93,14 +151,15 @@ impl KeyIndex {
     pub(crate) fn intern(&mut self, keys: &[ArrayRef]) -> Result<Vec<u32>> {
         let groups = &mut self.groups;
         match &mut self.kind {
-            KeyKind::Str { map, null } => {
+            KeyKind::Str { inline, long, null } => {
                 let ids = str_groups(&keys[0], &mut |v| {
                     Some(match v {
-                        None => *null.get_or_insert_with(|| fresh(groups)),
+                        StrKey::Null => *null.get_or_insert_with(|| fresh(groups)),
+                        StrKey::Inline(view) => *inline.entry(view).or_insert_with(|| fresh(groups)),
                         // Borrowed lookup first: no allocation for known keys.
-                        Some(b) => match map.get(b) {
+                        StrKey::Long(b) => match long.get(b) {
                             Some(&g) => g,
-                            None => *map.entry(b.into()).or_insert_with(|| fresh(groups)),
+                            None => *long.entry(b.into()).or_insert_with(|| fresh(groups)),
                         },
                     })
                 })?;
@@ -133,9 +192,10 @@ impl KeyIndex {
     /// Group id of each row's key, `None` when the right side has no such key.
     pub(crate) fn lookup(&self, keys: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         match &self.kind {
-            KeyKind::Str { map, null } => str_groups(&keys[0], &mut |v| match v {
-                None => *null,
-                Some(b) => map.get(b).copied(),
+            KeyKind::Str { inline, long, null } => str_groups(&keys[0], &mut |v| match v {
+                StrKey::Null => *null,
+                StrKey::Inline(view) => inline.get(&view).copied(),
+                StrKey::Long(b) => long.get(b).copied(),
             }),
             KeyKind::Int { map, null } => {
                 let ints = cast(&keys[0], &DataType::Int64)?;

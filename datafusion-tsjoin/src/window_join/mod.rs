@@ -18,13 +18,14 @@ mod exec;
 mod fast;
 mod keys;
 mod logical;
+mod par;
 mod planner;
 mod probe;
 mod pushdown;
 mod stream;
 
 pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound, timestamp_unit, unit_nanos};
-pub use exec::{DEFAULT_SUM_PREFIX_MIN, AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
+pub use exec::{DEFAULT_MIN_MAX_TABLE_MIN, DEFAULT_SUM_PREFIX_MIN, AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
 pub use fast::FastPlan;
 pub use logical::WindowJoinNode;
 pub use planner::{TsJoinQueryPlanner, WindowJoinPlanner};

@@ -179,6 +179,7 @@ impl ExtensionPlanner for WindowJoinPlanner {
             fast_path: ts.window_join_fast_path,
             simd: ts.window_join_simd,
             sum_prefix_min: ts.window_join_sum_prefix_min,
+            min_max_table_min: ts.window_join_min_max_table_min,
         };
         let exec = WindowJoinExec::try_new(
             Arc::clone(&physical_inputs[0]),

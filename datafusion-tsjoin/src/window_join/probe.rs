@@ -60,7 +60,7 @@ impl WindowLists {
 
 /// Signed offsets (common ticks) of a bound for each left row; `None` where
 /// the bound is NULL. Negative dynamic values clamp to 0, as in QuestDB.
-fn bound_offsets(
+pub(crate) fn bound_offsets(
     bound: &PhysicalBound,
     batch: &RecordBatch,
     left_nanos: i64,
@@ -111,8 +111,9 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
     let fold_prevailing = spec.prevailing == Prevailing::Include && spec.pair_filter.is_none();
     // Per key, where the previous row's window was: left rows usually come
     // in time order, so the next window is found by galloping forward from
-    // there instead of a binary search over the whole key.
-    let mut cursors: HashMap<u32, (i64, i64, usize, usize)> = HashMap::new();
+    // there instead of a binary search over the whole key. A flat table when
+    // the keys are few enough, a map otherwise.
+    let mut cursors = Cursors::new(index.num_groups(), n);
 
     let mut out = vec![RowWindow::default(); n];
     for (i, w) in out.iter_mut().enumerate() {
@@ -128,14 +129,16 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
         }
         let (g0, g1) = index.group(g);
         let slice = &index.ts[g0..g1];
-        let (s, e) = match cursors.get(&g) {
-            Some(&(ps, pe, s, e)) if start_ts >= ps && end_ts >= pe => {
-                (gallop(slice, s - g0, |x| x < start_ts), gallop(slice, e - g0, |x| x <= end_ts))
-            }
+        let cursor = cursors.get(g);
+        let (s, e) = match *cursor {
+            Some(c) if start_ts >= c.start_ts && end_ts >= c.end_ts => (
+                gallop(slice, c.start as usize - g0, |x| x < start_ts),
+                gallop(slice, c.end as usize - g0, |x| x <= end_ts),
+            ),
             _ => (slice.partition_point(|&x| x < start_ts), slice.partition_point(|&x| x <= end_ts)),
         };
         let (s, e) = (g0 + s, g0 + e);
-        cursors.insert(g, (start_ts, end_ts, s, e));
+        *cursor = Some(Cursor { start_ts, end_ts, start: s as u32, end: e as u32 });
         let mut start = s;
         if fold_prevailing && s > g0 && !(s < g1 && index.ts[s] == start_ts) {
             start = s - 1;
@@ -151,6 +154,36 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
     Ok(out)
 }
 
+/// The previous window of a key: its bounds and positions.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    start_ts: i64,
+    end_ts: i64,
+    start: u32,
+    end: u32,
+}
+
+/// [`Cursor`] per key group.
+enum Cursors {
+    Flat(Vec<Option<Cursor>>),
+    Map(HashMap<u32, Option<Cursor>>),
+}
+
+impl Cursors {
+    /// Flat when there are at most four groups per left row (or 64K).
+    fn new(groups: usize, rows: usize) -> Self {
+        if groups <= (4 * rows).max(1 << 16) { Cursors::Flat(vec![None; groups]) } else { Cursors::Map(HashMap::new()) }
+    }
+
+    #[inline]
+    fn get(&mut self, g: u32) -> &mut Option<Cursor> {
+        match self {
+            Cursors::Flat(v) => &mut v[g as usize],
+            Cursors::Map(m) => m.entry(g).or_default(),
+        }
+    }
+}
+
 /// `slice.partition_point(pred)` for a `pred` known to hold on
 /// `slice[..from]`: exponential steps forward from `from`, then a binary
 /// search inside the last step. Costs `O(log d)` for a move of `d`.
@@ -163,6 +196,47 @@ pub(crate) fn gallop(slice: &[i64], from: usize, pred: impl Fn(i64) -> bool) -> 
     }
     let hi = (lo + step).min(slice.len());
     lo + slice[lo..hi].partition_point(|&x| pred(x))
+}
+
+/// `slice.partition_point(pred)` searched outwards from `guess`
+/// (exponential steps, then a binary search inside the last step): costs
+/// `O(log d)` for an answer `d` away from the guess.
+pub(crate) fn search_near(slice: &[i64], guess: usize, pred: impl Fn(i64) -> bool) -> usize {
+    let guess = guess.min(slice.len());
+    if guess < slice.len() && pred(slice[guess]) {
+        return gallop(slice, guess + 1, pred);
+    }
+    // The answer is at most `hi`.
+    let (mut hi, mut step) = (guess, 1);
+    loop {
+        if hi < step {
+            return slice[..hi].partition_point(|&x| pred(x));
+        }
+        if pred(slice[hi - step]) {
+            let lo = hi - step + 1;
+            return lo + slice[lo..hi].partition_point(|&x| pred(x));
+        }
+        hi -= step;
+        step *= 2;
+    }
+}
+
+/// Where `t` would sit in the ascending `slice` if its timestamps were
+/// evenly spread: the starting guess for [`search_near`]. Time series are
+/// close to that, so the search then takes a few steps instead of a binary
+/// search's `log n` cache misses.
+pub(crate) fn interpolate(slice: &[i64], t: i64) -> usize {
+    let (Some(&first), Some(&last)) = (slice.first(), slice.last()) else {
+        return 0;
+    };
+    if t <= first {
+        return 0;
+    }
+    if t > last {
+        return slice.len();
+    }
+    let frac = (t as f64 - first as f64) / (last as f64 - first as f64);
+    ((frac * (slice.len() - 1) as f64) as usize).min(slice.len() - 1)
 }
 
 /// Lists for rows `windows` when no pair filter applies: each window is a
@@ -300,4 +374,31 @@ fn find_prevailing(
         block = (block * 4).min(1 << 16);
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn searches_agree_with_partition_point() {
+        let mut seed = 1u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for n in [0usize, 1, 2, 5, 100, 1000] {
+            let mut v: Vec<i64> = (0..n).map(|_| (next() % 500) as i64).collect();
+            v.sort_unstable();
+            for _ in 0..200 {
+                let t = (next() % 520) as i64 - 10;
+                let want_lt = v.partition_point(|&x| x < t);
+                let want_le = v.partition_point(|&x| x <= t);
+                let guess = (next() as usize) % (n + 2);
+                assert_eq!(search_near(&v, guess, |x| x < t), want_lt, "n={n} t={t} guess={guess}");
+                assert_eq!(search_near(&v, interpolate(&v, t), |x| x <= t), want_le, "n={n} t={t}");
+                assert_eq!(gallop(&v, want_lt.min(want_le), |x| x <= t), want_le);
+            }
+        }
+    }
 }

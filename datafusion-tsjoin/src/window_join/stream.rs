@@ -4,8 +4,8 @@
 
 use super::aggregate::aggregate_lists;
 use super::build::{RightIndex, build_right_index};
-use super::exec::{WindowJoinExec, WindowJoinSpec};
-use super::fast::{FastPlan, aggregate_windows};
+use super::exec::{WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
+use super::fast::{FastPlan, probe_batch};
 use crate::kernels::KernelSet;
 use super::probe::{RowWindow, contiguous_lists, filtered_lists, row_windows};
 use datafusion::arrow::array::RecordBatch;
@@ -34,7 +34,7 @@ struct Probe {
     join_time: Time,
     fast: Option<Arc<FastPlan>>,
     kernels: KernelSet,
-    sum_prefix_min: usize,
+    settings: WindowJoinSettings,
 }
 
 pub(crate) fn window_join_stream(
@@ -65,7 +65,7 @@ pub(crate) fn window_join_stream(
     let workers = exec.settings.workers;
     let fast = exec.fast.clone();
     let kernels = exec.kernels;
-    let sum_prefix_min = exec.settings.sum_prefix_min;
+    let settings = exec.settings;
     let schema = Arc::clone(&out_schema);
 
     let stream = stream::once(async move {
@@ -74,15 +74,22 @@ pub(crate) fn window_join_stream(
                 let _timer = build_time.timer();
                 let reservation = MemoryConsumer::new("WindowJoinExec[right index]")
                     .register(context.memory_pool());
-                let input = right.execute(0, Arc::clone(&context))?;
-                let index =
-                    build_right_index(input, right.schema(), Arc::clone(&spec), fast.as_deref(), reservation).await?;
+                let index = build_right_index(
+                    right,
+                    Arc::clone(&context),
+                    Arc::clone(&spec),
+                    fast.clone(),
+                    reservation,
+                    kernels,
+                    settings.workers,
+                )
+                .await?;
                 right_rows.add(index.num_positions());
                 Ok::<_, DataFusionError>(Arc::new(index))
             })
             .await?
             .clone();
-        let probe = Arc::new(Probe { spec, index, out_schema, pair_schema, join_time, fast, kernels, sum_prefix_min });
+        let probe = Arc::new(Probe { spec, index, out_schema, pair_schema, join_time, fast, kernels, settings });
         let batches = left_stream
             .map(move |batch| {
                 let probe = Arc::clone(&probe);
@@ -104,13 +111,13 @@ impl Probe {
     /// keep the materialised lists bounded.
     fn run(&self, left: RecordBatch) -> Result<RecordBatch> {
         let _timer = self.join_time.timer();
-        let windows = row_windows(&self.spec, &self.index, &left)?;
         if let Some(plan) = &self.fast {
-            let arrays = aggregate_windows(plan, &self.spec, &self.index, self.kernels, self.sum_prefix_min, &windows)?;
+            let arrays = probe_batch(plan, &self.spec, &self.index, self.kernels, &self.settings, &left)?;
             let mut columns = left.columns().to_vec();
             columns.extend(arrays);
             return Ok(RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?);
         }
+        let windows = row_windows(&self.spec, &self.index, &left)?;
         let mut parts: Vec<Vec<_>> = vec![vec![]; self.spec.aggs.len()];
         let mut start = 0;
         while start < windows.len() || (start == 0 && windows.is_empty()) {
