@@ -40,29 +40,40 @@ enum Command {
     WindowJoin {
         #[command(flatten)]
         data: DataArgs,
-        /// Threads for every engine (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Runs per query and engine; the best counts.
-        #[arg(long, default_value_t = 2)]
-        runs: usize,
-        /// Queries to run (q1..q4).
-        #[arg(long, value_delimiter = ',', default_value = "q1,q2,q3,q4")]
-        queries: Vec<String>,
-        /// tsjoin setups to run: fast (all threads), single (fast path, one
-        /// thread), scalar (scalar kernels), general (general path).
-        #[arg(long, value_delimiter = ',', default_value = "fast,single,scalar,general")]
-        setups: Vec<String>,
-        /// Skip DataFusion's plain-SQL rewrites (slow at large scales).
-        #[arg(long)]
-        no_datafusion: bool,
-        /// Skip the Python peers (DuckDB, chdb, Polars).
-        #[arg(long)]
-        no_peers: bool,
-        /// Where the JSON and markdown results go.
-        #[arg(long, default_value = "benches/results/window_join")]
-        out: PathBuf,
+        #[command(flatten)]
+        run: RunArgs,
     },
+}
+
+/// What `window-join` runs, and how often.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Threads for every engine (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Runs per query of each tsjoin setup; the best counts.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Runs per query of DataFusion's rewrites and the Python peers (slow);
+    /// the best counts.
+    #[arg(long, default_value_t = 2)]
+    peer_runs: usize,
+    /// Queries to run (q1..q4).
+    #[arg(long, value_delimiter = ',', default_value = "q1,q2,q3,q4")]
+    queries: Vec<String>,
+    /// tsjoin setups to run: fast (all threads), single (fast path, one
+    /// thread), scalar (scalar kernels), general (general path).
+    #[arg(long, value_delimiter = ',', default_value = "fast,single,scalar,general")]
+    setups: Vec<String>,
+    /// Skip DataFusion's plain-SQL rewrites (slow at large scales).
+    #[arg(long)]
+    no_datafusion: bool,
+    /// Skip the Python peers (DuckDB, chdb, Polars).
+    #[arg(long)]
+    no_peers: bool,
+    /// Where the JSON and markdown results go.
+    #[arg(long, default_value = "benches/results/window_join")]
+    out: PathBuf,
 }
 
 /// The workload and where its files live, shared by both subcommands.
@@ -132,23 +143,14 @@ fn peers(data: &Path, threads: usize, runs: usize, queries: &[String]) -> (Vec<M
     (ms, notes)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn window_join(
-    w: Workload,
-    data: PathBuf,
-    threads: usize,
-    runs: usize,
-    queries: Vec<String>,
-    setups: Vec<String>,
-    no_datafusion: bool,
-    no_peers: bool,
-    out: PathBuf,
-) -> Result<()> {
+async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
+    let threads = run.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let (runs, peer_runs) = (run.runs.max(1), run.peer_runs.max(1));
     if !is_generated(&data, w) {
         eprintln!("generating {} trades / {} prices into {} ...", w.trades, 3 * w.trades, data.display());
         generate(&data, w)?;
     }
-    let selected: Vec<_> = QUERIES.iter().filter(|(name, ..)| queries.iter().any(|q| q == name)).collect();
+    let selected: Vec<_> = QUERIES.iter().filter(|(name, ..)| run.queries.iter().any(|q| q == name)).collect();
     let mut results: Vec<Measurement> = vec![];
     let fast = format!("tsjoin fast path, {threads} threads");
     let configs: Vec<(&str, String, usize, Vec<(&str, &str)>)> = vec![
@@ -157,7 +159,7 @@ async fn window_join(
         ("scalar", format!("tsjoin scalar kernels, {threads} threads"), threads, vec![("tsjoin.window_join_simd", "false")]),
         ("general", format!("tsjoin general path, {threads} threads"), threads, vec![("tsjoin.window_join_fast_path", "false")]),
     ];
-    for (_, name, t, settings) in configs.iter().filter(|c| setups.iter().any(|s| s == c.0)) {
+    for (_, name, t, settings) in configs.iter().filter(|c| run.setups.iter().any(|s| s == c.0)) {
         let ctx = session(&data, *t, true, settings).await?;
         for (q, _, sql) in &selected {
             eprintln!("{name}: {q}");
@@ -166,22 +168,30 @@ async fn window_join(
     }
     let ctx = session(&data, threads, true, &[]).await?;
     results.push(measure(&ctx, "scan of the same columns (tsjoin)", "scan", &SCAN, runs).await?);
-    if !no_datafusion && queries.iter().any(|q| q == "q1") {
+    if !run.no_datafusion && run.queries.iter().any(|q| q == "q1") {
         let ctx = session(&data, threads, false, &[]).await?;
         eprintln!("DataFusion rewrites: q1");
-        results.push(measure(&ctx, "DataFusion window over UNION ALL", "q1", &[DF_WINDOW_Q1], runs).await?);
-        results.push(measure(&ctx, "DataFusion bucketed equi-join", "q1", &[DF_BUCKETED_Q1], runs).await?);
+        results.push(measure(&ctx, "DataFusion window over UNION ALL", "q1", &[DF_WINDOW_Q1], peer_runs).await?);
+        results.push(measure(&ctx, "DataFusion bucketed equi-join", "q1", &[DF_BUCKETED_Q1], peer_runs).await?);
     }
     let mut notes = vec![];
-    if !no_peers {
-        let (ms, n) = peers(&data, threads, runs, &queries);
+    if !run.no_peers {
+        let (ms, n) = peers(&data, threads, peer_runs, &run.queries);
         results.extend(ms);
         notes.extend(n);
     }
-    report(w, threads, runs, &fast, &results, &notes, &out)
+    report(w, threads, (runs, peer_runs), &fast, &results, &notes, &run.out)
 }
 
-fn report(w: Workload, threads: usize, runs: usize, fast: &str, results: &[Measurement], notes: &[String], out: &Path) -> Result<()> {
+fn report(
+    w: Workload,
+    threads: usize,
+    (runs, peer_runs): (usize, usize),
+    fast: &str,
+    results: &[Measurement],
+    notes: &[String],
+    out: &Path,
+) -> Result<()> {
     let reference: BTreeMap<&str, &Measurement> =
         results.iter().filter(|m| m.engine == fast).map(|m| (m.query.as_str(), m)).collect();
     let agrees = |m: &Measurement| -> Option<bool> {
@@ -197,7 +207,7 @@ fn report(w: Workload, threads: usize, runs: usize, fast: &str, results: &[Measu
     let queries = ["q1", "q2", "q3", "q4", "scan"];
     let cell = |engine: &str, q: &str| results.iter().find(|m| m.engine == engine && m.query == q);
     let mut md = format!(
-        "WINDOW JOIN benchmark: {} trades, {} prices ({} symbols, Zipf s={}, reference density), {threads} threads, best of {runs}.\n\n\
+        "WINDOW JOIN benchmark: {} trades, {} prices ({} symbols, Zipf s={}, reference density), {threads} threads, best of {runs} runs (DataFusion rewrites and other engines: best of {peer_runs}).\n\n\
          | engine | q1 | q2 | q3 | q4 | scan | q1 vs tsjoin fast | answers agree |\n|---|---|---|---|---|---|---|---|\n",
         w.trades,
         3 * w.trades,
@@ -249,6 +259,11 @@ fn report(w: Workload, threads: usize, runs: usize, fast: &str, results: &[Measu
             m.extra["build_s"].as_f64().unwrap_or(f64::NAN)
         );
     }
+    for m in results.iter().filter(|m| m.query == "q1" && m.engine.starts_with("tsjoin")) {
+        if let (Some(b), Some(j)) = (m.extra["build_s"].as_f64(), m.extra["join_compute_s"].as_f64()) {
+            md += &format!("- {}: q1 right-index build {b:.3} s (wall), join phase {j:.3} s (CPU, summed over threads).\n", m.engine);
+        }
+    }
     for n in notes {
         md += &format!("- note: {n}\n");
     }
@@ -266,7 +281,7 @@ fn report(w: Workload, threads: usize, runs: usize, fast: &str, results: &[Measu
         "date": std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().ok()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()),
         "machine": machine(),
-        "trades": w.trades, "prices": 3 * w.trades, "seed": w.seed, "threads": threads, "runs": runs,
+        "trades": w.trades, "prices": 3 * w.trades, "seed": w.seed, "threads": threads, "runs": runs, "peer_runs": peer_runs,
         "results": results.iter().map(|m| json!({
             "engine": m.engine, "query": m.query, "times_s": m.times, "best_s": m.best(),
             "agrees_with_tsjoin": agrees(m), "answer": m.answer, "extra": m.extra,
@@ -295,10 +310,7 @@ async fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate { data } => generate(&data.dir(), data.workload()),
-        Command::WindowJoin { data, threads, runs, queries, setups, no_datafusion, no_peers, out } => {
-            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-            window_join(data.workload(), data.dir(), threads, runs.max(1), queries, setups, no_datafusion, no_peers, out).await
-        }
+        Command::WindowJoin { data, run } => window_join(data.workload(), data.dir(), run).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -116,6 +116,52 @@ pub unsafe fn min_max_f64(v: &[f64]) -> (f64, f64) {
     (l, h)
 }
 
+/// `(sum, min, max)` of a NaN-free slice in one pass, lane for lane as
+/// [`sum_f64`] and [`min_max_f64`] (so each part is bit-identical to them).
+///
+/// # Safety
+/// The CPU must support AVX2; `v` must be non-empty.
+#[target_feature(enable = "avx2")]
+pub unsafe fn sum_min_max_f64(v: &[f64]) -> (f64, f64, f64) {
+    let seed = _mm256_set1_pd(v[0]);
+    let zero = _mm256_setzero_pd();
+    let (mut s0, mut s1, mut s2, mut s3) = (zero, zero, zero, zero);
+    let (mut l0, mut l1, mut l2, mut l3) = (seed, seed, seed, seed);
+    let (mut h0, mut h1, mut h2, mut h3) = (seed, seed, seed, seed);
+    let mut blocks = v.chunks_exact(SUM_BLOCK);
+    for block in &mut blocks {
+        let p = block.as_ptr();
+        // SAFETY: `block` holds 16 f64; unaligned loads.
+        unsafe {
+            let (x0, x1, x2, x3) =
+                (_mm256_loadu_pd(p), _mm256_loadu_pd(p.add(4)), _mm256_loadu_pd(p.add(8)), _mm256_loadu_pd(p.add(12)));
+            s0 = _mm256_add_pd(s0, x0);
+            s1 = _mm256_add_pd(s1, x1);
+            s2 = _mm256_add_pd(s2, x2);
+            s3 = _mm256_add_pd(s3, x3);
+            l0 = _mm256_min_pd(l0, x0);
+            l1 = _mm256_min_pd(l1, x1);
+            l2 = _mm256_min_pd(l2, x2);
+            l3 = _mm256_min_pd(l3, x3);
+            h0 = _mm256_max_pd(h0, x0);
+            h1 = _mm256_max_pd(h1, x1);
+            h2 = _mm256_max_pd(h2, x2);
+            h3 = _mm256_max_pd(h3, x3);
+        }
+    }
+    let min_op = |a: f64, b: f64| if a < b { a } else { b };
+    let max_op = |a: f64, b: f64| if a > b { a } else { b };
+    let mut s = lanes(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)), |a, b| a + b);
+    let mut l = lanes(_mm256_min_pd(_mm256_min_pd(l0, l1), _mm256_min_pd(l2, l3)), min_op);
+    let mut h = lanes(_mm256_max_pd(_mm256_max_pd(h0, h1), _mm256_max_pd(h2, h3)), max_op);
+    for &x in blocks.remainder() {
+        s += x;
+        l = min_op(l, x);
+        h = max_op(h, x);
+    }
+    (s, l, h)
+}
+
 macro_rules! extreme_i64 {
     ($name:ident, $take_second:expr, $fold:ident, $doc:literal) => {
         #[doc = $doc]

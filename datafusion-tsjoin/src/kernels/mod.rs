@@ -122,6 +122,21 @@ impl KernelSet {
         })
     }
 
+    /// `(sum, min, max)` of a NaN-free slice in one pass (the same values
+    /// as [`KernelSet::sum_f64`] and [`KernelSet::min_max_f64`]); `None`
+    /// when empty.
+    pub fn sum_min_max_f64(self, v: &[f64]) -> Option<(f64, f64, f64)> {
+        if v.is_empty() {
+            return None;
+        }
+        Some(match self {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            // SAFETY: as in `sum_f64`.
+            Self::Avx2 => unsafe { avx2::sum_min_max_f64(v) },
+            _ => scalar::sum_min_max_f64(v),
+        })
+    }
+
     /// Smallest value; `None` when empty.
     pub fn min_i64(self, v: &[i64]) -> Option<i64> {
         if v.is_empty() {
@@ -190,6 +205,10 @@ mod tests {
                 let separate = simd.min_f64(&f).zip(simd.max_f64(&f));
                 assert_eq!(pair(simd.min_max_f64(&f)), pair(separate), "min_max n={n}");
                 assert_eq!(pair(KernelSet::Scalar.min_max_f64(&f)), pair(separate), "min_max n={n}");
+                let triple = |x: Option<(f64, f64, f64)>| x.map(|(a, b, c)| (a.to_bits(), b.to_bits(), c.to_bits()));
+                let parts = separate.map(|(l, h)| (simd.sum_f64(&f), l, h));
+                assert_eq!(triple(simd.sum_min_max_f64(&f)), triple(parts), "sum_min_max n={n}");
+                assert_eq!(triple(KernelSet::Scalar.sum_min_max_f64(&f)), triple(parts), "sum_min_max n={n}");
                 assert_eq!(simd.min_i64(&i), i.iter().copied().min());
                 assert_eq!(simd.max_i64(&i), i.iter().copied().max());
                 assert_eq!(KernelSet::Scalar.min_i64(&i), i.iter().copied().min());

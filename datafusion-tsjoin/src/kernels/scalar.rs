@@ -89,6 +89,28 @@ pub fn min_max_f64(v: &[f64]) -> (f64, f64) {
     (l, h)
 }
 
+/// `(sum, min, max)` of a non-empty, NaN-free slice in one pass, each
+/// exactly as [`sum_f64`] and [`min_max_f64`] compute it.
+pub fn sum_min_max_f64(v: &[f64]) -> (f64, f64, f64) {
+    let mut sum = [0.0f64; SUM_BLOCK];
+    let (mut lo, mut hi) = ([v[0]; SUM_BLOCK], [v[0]; SUM_BLOCK]);
+    let mut blocks = v.chunks_exact(SUM_BLOCK);
+    for block in &mut blocks {
+        for (((s, l), h), &x) in sum.iter_mut().zip(lo.iter_mut()).zip(hi.iter_mut()).zip(block) {
+            *s += x;
+            *l = min_op(*l, x);
+            *h = max_op(*h, x);
+        }
+    }
+    let (mut s, mut l, mut h) = (reduce(&sum, |a, b| a + b), reduce(&lo, min_op), reduce(&hi, max_op));
+    for &x in blocks.remainder() {
+        s += x;
+        l = min_op(l, x);
+        h = max_op(h, x);
+    }
+    (s, l, h)
+}
+
 /// Smallest value of a non-empty slice.
 pub fn min_i64(v: &[i64]) -> i64 {
     v.iter().copied().min().expect("non-empty")

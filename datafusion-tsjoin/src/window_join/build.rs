@@ -177,22 +177,40 @@ async fn reduce_partition(
             _ => None,
         };
         let mut span = Span { start: piece.rows, rows: n, sorted: true, range: None };
-        for row in 0..n {
-            if ts.is_null(row) {
-                piece.ts.push(0);
-                piece.gid.push(NO_GROUP);
-                continue;
+        let global = |row: usize| ids.as_ref().map_or(0, |ids| to_global[ids[row] as usize]);
+        match ts.nulls().filter(|n| n.null_count() > 0) {
+            None if n > 0 => {
+                // The common case, in whole-slice passes.
+                let t = ts.values();
+                span.sorted = t.windows(2).all(|w| w[0] <= w[1]);
+                span.range = Some(if span.sorted {
+                    (t[0], t[n - 1])
+                } else {
+                    (*t.iter().min().expect("n > 0"), *t.iter().max().expect("n > 0"))
+                });
+                piece.ts.extend_from_slice(t);
+                piece.gid.extend((0..n).map(global));
             }
-            let t = ts.value(row);
-            span.range = Some(match span.range {
-                None => (t, t),
-                Some((lo, hi)) => {
-                    span.sorted &= t >= hi;
-                    (lo.min(t), hi.max(t))
+            None => {}
+            Some(nulls) => {
+                for row in 0..n {
+                    if nulls.is_null(row) {
+                        piece.ts.push(0);
+                        piece.gid.push(NO_GROUP);
+                        continue;
+                    }
+                    let t = ts.value(row);
+                    span.range = Some(match span.range {
+                        None => (t, t),
+                        Some((lo, hi)) => {
+                            span.sorted &= t >= hi;
+                            (lo.min(t), hi.max(t))
+                        }
+                    });
+                    piece.ts.push(t);
+                    piece.gid.push(global(row));
                 }
-            });
-            piece.ts.push(t);
-            piece.gid.push(ids.as_ref().map_or(0, |ids| to_global[ids[row] as usize]));
+            }
         }
         piece.spans.push(span);
         piece.rows += n;

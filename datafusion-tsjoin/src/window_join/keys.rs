@@ -80,40 +80,37 @@ fn str_key(v: Option<&str>) -> StrKey<'_> {
 
 /// `f(key)` for every row of a string array (any encoding); a dictionary
 /// calls `f` once per dictionary value (and once for NULL) and maps codes.
-fn str_groups(array: &ArrayRef, f: &mut dyn FnMut(StrKey) -> Option<u32>) -> Result<Vec<Option<u32>>> {
-    Ok(match array.data_type() {
+fn str_groups<T: Copy, F: FnMut(StrKey) -> T>(array: &ArrayRef, f: &mut F) -> Vec<T> {
+    match array.data_type() {
         DataType::Utf8 => array.as_string::<i32>().iter().map(|v| f(str_key(v))).collect(),
         DataType::LargeUtf8 => array.as_string::<i64>().iter().map(|v| f(str_key(v))).collect(),
         DataType::Utf8View => {
             // Inline views are used as they are, with the padding masked
             // (the format does not require producers to zero it).
             let a = array.as_string_view();
-            a.views()
-                .iter()
-                .enumerate()
-                .map(|(i, &view)| {
-                    let len = view as u32 as usize;
-                    if a.is_null(i) {
-                        f(StrKey::Null)
-                    } else if len <= MAX_INLINE {
-                        f(StrKey::Inline(view & (u128::MAX >> (8 * (MAX_INLINE - len)))))
-                    } else {
-                        f(StrKey::Long(a.value(i).as_bytes()))
-                    }
-                })
-                .collect()
+            let key = |i: usize, view: u128| {
+                let len = view as u32 as usize;
+                if len <= MAX_INLINE {
+                    StrKey::Inline(view & (u128::MAX >> (8 * (MAX_INLINE - len))))
+                } else {
+                    StrKey::Long(a.value(i).as_bytes())
+                }
+            };
+            let views = a.views().iter().enumerate();
+            match a.nulls().filter(|n| n.null_count() > 0) {
+                None => views.map(|(i, &view)| f(key(i, view))).collect(),
+                Some(n) => views.map(|(i, &view)| f(if n.is_null(i) { StrKey::Null } else { key(i, view) })).collect(),
+            }
         }
         DataType::Dictionary(..) => {
             let dict = array.as_any_dictionary();
-            let values = str_groups(dict.values(), f)?;
+            let values = str_groups(dict.values(), f);
             let null = f(StrKey::Null);
             let keys = dict.normalized_keys();
-            (0..array.len())
-                .map(|i| if array.is_null(i) { null } else { values[keys[i]] })
-                .collect()
+            (0..array.len()).map(|i| if array.is_null(i) { null } else { values[keys[i]] }).collect()
         }
         other => unreachable!("not a string type: {other}"),
-    })
+    }
 }
 
 /// The next group id, counting it.
@@ -152,18 +149,15 @@ impl KeyIndex {
         let groups = &mut self.groups;
         match &mut self.kind {
             KeyKind::Str { inline, long, null } => {
-                let ids = str_groups(&keys[0], &mut |v| {
-                    Some(match v {
-                        StrKey::Null => *null.get_or_insert_with(|| fresh(groups)),
-                        StrKey::Inline(view) => *inline.entry(view).or_insert_with(|| fresh(groups)),
-                        // Borrowed lookup first: no allocation for known keys.
-                        StrKey::Long(b) => match long.get(b) {
-                            Some(&g) => g,
-                            None => *long.entry(b.into()).or_insert_with(|| fresh(groups)),
-                        },
-                    })
-                })?;
-                Ok(ids.into_iter().map(|g| g.expect("every row interned")).collect())
+                Ok(str_groups(&keys[0], &mut |v| match v {
+                    StrKey::Null => *null.get_or_insert_with(|| fresh(groups)),
+                    StrKey::Inline(view) => *inline.entry(view).or_insert_with(|| fresh(groups)),
+                    // Borrowed lookup first: no allocation for known keys.
+                    StrKey::Long(b) => match long.get(b) {
+                        Some(&g) => g,
+                        None => *long.entry(b.into()).or_insert_with(|| fresh(groups)),
+                    },
+                }))
             }
             KeyKind::Int { map, null } => {
                 let ints = cast(&keys[0], &DataType::Int64)?;
@@ -192,11 +186,11 @@ impl KeyIndex {
     /// Group id of each row's key, `None` when the right side has no such key.
     pub(crate) fn lookup(&self, keys: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         match &self.kind {
-            KeyKind::Str { inline, long, null } => str_groups(&keys[0], &mut |v| match v {
+            KeyKind::Str { inline, long, null } => Ok(str_groups(&keys[0], &mut |v| match v {
                 StrKey::Null => *null,
                 StrKey::Inline(view) => inline.get(&view).copied(),
                 StrKey::Long(b) => long.get(b).copied(),
-            }),
+            })),
             KeyKind::Int { map, null } => {
                 let ints = cast(&keys[0], &DataType::Int64)?;
                 Ok(ints.as_primitive::<Int64Type>().iter().map(|v| v.map_or(*null, |v| map.get(&v).copied())).collect())

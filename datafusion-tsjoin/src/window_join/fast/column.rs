@@ -250,6 +250,28 @@ impl FastColumn {
         Some([if nans == valid { f64::NAN } else { lo }, if nans > 0 { f64::NAN } else { hi }])
     }
 
+    /// Non-NULL count, sum and `[min, max]` of the floats in `[s, e)`, as
+    /// [`Self::float_sum`] and [`Self::float_min_max`] give them; `None`
+    /// without a non-NULL value. Clean windows too short for the block
+    /// structures take one pass of the fused kernel.
+    #[inline]
+    pub(crate) fn float_sum_min_max(
+        &self,
+        k: KernelSet,
+        s: usize,
+        e: usize,
+        blocks_min: usize,
+        table_min: usize,
+    ) -> Option<(usize, f64, [f64; 2])> {
+        let len = e - s;
+        if len > 0 && len < blocks_min && len < table_min && self.nulls_in(s, e) == 0 && self.nans_in(s, e) == 0 {
+            let (sum, lo, hi) = k.sum_min_max_f64(&self.floats[s..e])?;
+            return Some((len, sum, [lo, hi]));
+        }
+        let extremes = self.float_min_max(k, s, e, table_min)?;
+        Some((self.valid_in(s, e), self.float_sum(k, s, e, blocks_min), extremes))
+    }
+
     /// `[min, max]` of the non-NULL integers in `[s, e)`.
     #[inline]
     pub(crate) fn int_min_max(&self, k: KernelSet, s: usize, e: usize, table_min: usize) -> Option<[i64; 2]> {

@@ -54,9 +54,42 @@ pub(crate) fn probe_batch(
     let cols = &index.fast;
     let table_min = settings.min_max_table_min;
     let mut out: Vec<Option<ArrayRef>> = vec![None; plan.aggs.len()];
-    // Columns read by both min and max: one pass gives both.
+    // Float columns read by a sum (or avg) and by min or max: one pass over
+    // each window gives all of them.
     for (c, col) in cols.iter().enumerate() {
-        let (min, max) = (plan.aggs.iter().position(|&a| a == FastAgg::Min(c)), plan.aggs.iter().position(|&a| a == FastAgg::Max(c)));
+        let find = |f: FastAgg| plan.aggs.iter().position(|&a| a == f);
+        let (sum, avg) = (find(FastAgg::SumFloat(c)), find(FastAgg::Avg(c)));
+        let (min, max) = (find(FastAgg::Min(c)), find(FastAgg::Max(c)));
+        if plan.columns[c].ty != ColumnType::Float || (sum.is_none() && avg.is_none()) || (min.is_none() && max.is_none()) {
+            continue;
+        }
+        let (mut counts, mut sums, mut lo, mut hi) = (vec![0u32; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        for (row, _, s, e) in windows.iter() {
+            if let Some((count, total, [a, b])) =
+                col.float_sum_min_max(kernels, s, e, settings.sum_prefix_min, table_min)
+            {
+                (counts[row], sums[row], lo[row], hi[row]) = (count as u32, total, a, b);
+            }
+        }
+        let valid = NullBuffer::from(counts.iter().map(|&c| c > 0).collect::<Vec<_>>());
+        let array = |v: Vec<f64>| Arc::new(Float64Array::new(v.into(), Some(valid.clone()))) as ArrayRef;
+        if let Some(i) = avg {
+            out[i] = Some(array(sums.iter().zip(&counts).map(|(&s, &c)| s / c.max(1) as f64).collect()));
+        }
+        if let Some(i) = sum {
+            out[i] = Some(array(sums));
+        }
+        if let Some(i) = min {
+            out[i] = Some(array(lo));
+        }
+        if let Some(i) = max {
+            out[i] = Some(array(hi));
+        }
+    }
+    // Columns read by min and max: one pass gives both.
+    for (c, col) in cols.iter().enumerate() {
+        let find = |f: FastAgg| plan.aggs.iter().position(|&a| a == f).filter(|&i| out[i].is_none());
+        let (min, max) = (find(FastAgg::Min(c)), find(FastAgg::Max(c)));
         if min.is_none() && max.is_none() {
             continue;
         }
