@@ -1,6 +1,8 @@
 //! tsjoin's benchmarks: a deterministic generator for the WINDOW JOIN
 //! reference workload ([`generate`]) and the side-by-side runner behind
-//! `tsjoin-bench window-join` ([`runner`]).
+//! `tsjoin-bench window-join` ([`runner`]); the grouped-aggregation data
+//! sets and runner behind `tsjoin-bench groupby` ([`groupby`]).
 
 pub mod generate;
+pub mod groupby;
 pub mod runner;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tsjoin_bench::generate::{Workload, generate, is_generated};
+use tsjoin_bench::groupby;
 
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
 #[global_allocator]
@@ -43,6 +44,40 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
     },
+    /// Run the grouped-aggregation benchmark: tsjoin's inline aggregate vs
+    /// DataFusion's, DuckDB and Polars (generates the data when missing).
+    Groupby(GroupbyArgs),
+}
+
+/// What `groupby` runs.
+#[derive(clap::Args)]
+struct GroupbyArgs {
+    /// Rows of the int-key grid data sets.
+    #[arg(long, value_delimiter = ',', default_value = "5000000,10000000")]
+    grid_rows: Vec<u64>,
+    /// Rows of the Q1-like data sets.
+    #[arg(long, value_delimiter = ',', default_value = "1200000,5000000")]
+    q1_rows: Vec<u64>,
+    /// Threads for every engine (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Runs per query and engine (alternating engines); the best counts.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Skip the Python peers (DuckDB, Polars).
+    #[arg(long)]
+    no_peers: bool,
+    /// Only cells whose label contains this text.
+    #[arg(long)]
+    only: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where the data sets live.
+    #[arg(long, default_value = "benches/data")]
+    data: PathBuf,
+    /// Where the JSON and markdown results go.
+    #[arg(long, default_value = "benches/results/groupby")]
+    out: PathBuf,
 }
 
 /// What `window-join` runs, and how often.
@@ -299,6 +334,153 @@ fn report(
     Ok(())
 }
 
+/// One cell's figures: per engine, times and checksum.
+struct CellResult {
+    cell: groupby::Cell,
+    inline_used: bool,
+    engines: Vec<(String, Vec<f64>, String)>,
+}
+
+async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cells: Vec<groupby::Cell> = groupby::cells(&args.grid_rows, &args.q1_rows)
+        .into_iter()
+        .filter(|c| args.only.as_ref().is_none_or(|o| c.label.contains(o.as_str())))
+        .collect();
+    for c in &cells {
+        groupby::ensure_data(&args.data, c, args.seed)?;
+    }
+    let mut results = vec![];
+    for cell in &cells {
+        eprintln!("groupby: {}", cell.label);
+        let dir = groupby::data_dir(&args.data, cell);
+        let inline = groupby::session(&dir, cell.table, threads, true).await?;
+        let builtin = groupby::session(&dir, cell.table, threads, false).await?;
+        let inline_used = groupby::runs_inline(&inline, cell).await?;
+        let (mut ti, mut td, mut di, mut dd) = (vec![], vec![], String::new(), String::new());
+        // Alternating, so that noise spreads over both.
+        for _ in 0..args.runs.max(1) {
+            let (t, d) = groupby::measure(&inline, cell, 1).await?;
+            ti.extend(t);
+            di = d;
+            let (t, d) = groupby::measure(&builtin, cell, 1).await?;
+            td.extend(t);
+            dd = d;
+        }
+        results.push(CellResult {
+            cell: cell.clone(),
+            inline_used,
+            engines: vec![
+                ("tsjoin inline".to_string(), ti, di),
+                (format!("DataFusion {}", datafusion::DATAFUSION_VERSION), td, dd),
+            ],
+        });
+    }
+    let mut notes = vec![];
+    if !args.no_peers {
+        let spec: Vec<Value> = cells
+            .iter()
+            .map(|c| {
+                json!({"dir": groupby::data_dir(&args.data, c).canonicalize().unwrap_or_default(), "table": c.table,
+                       "keys": c.keys, "aggs": c.aggs, "sql": c.sql})
+            })
+            .collect();
+        let spec_path = std::env::temp_dir().join(format!("tsjoin-groupby-{}.json", std::process::id()));
+        std::fs::write(&spec_path, Value::Array(spec).to_string())?;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/groupby.py");
+        let output = std::process::Command::new("python3")
+            .arg(&script)
+            .args(["--cells", spec_path.to_str().unwrap_or("."), "--threads", &threads.to_string()])
+            .args(["--runs", &args.runs.to_string()])
+            .stderr(std::process::Stdio::inherit())
+            .output();
+        match output {
+            Err(e) => notes.push(format!("python3 not available: {e}")),
+            Ok(o) => {
+                for line in String::from_utf8_lossy(&o.stdout).lines() {
+                    let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+                    if let Some(n) = v["note"].as_str() {
+                        notes.push(n.to_string());
+                    } else if let Some(i) = v["cell"].as_u64()
+                        && let Some(r) = results.get_mut(i as usize)
+                    {
+                        let times = v["times"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default();
+                        r.engines.push((v["engine"].as_str().unwrap_or("?").to_string(), times, v["checksum"].as_str().unwrap_or("").to_string()));
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&spec_path);
+    }
+    groupby_report(&results, threads, args.runs, &notes, &args.out)
+}
+
+fn groupby_report(results: &[CellResult], threads: usize, runs: usize, notes: &[String], out: &Path) -> Result<()> {
+    let best = |t: &[f64]| t.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut engines: Vec<String> = vec![];
+    for r in results {
+        for (e, ..) in &r.engines {
+            if !engines.contains(e) {
+                engines.push(e.clone());
+            }
+        }
+    }
+    let mut md = format!(
+        "Grouped aggregation: Parquet in, {threads} threads, best of {runs} (seconds). Ratios: engine time / tsjoin inline time (above 1: tsjoin is faster).\n\n| query | {} | vs DataFusion | vs fastest other | answers agree |\n|---|{}---|---|---|\n",
+        engines.join(" | "),
+        "---|".repeat(engines.len())
+    );
+    let mut mismatches = vec![];
+    for r in results {
+        let inline = best(&r.engines[0].1);
+        let mut row = format!("| {}{} |", r.cell.label, if r.inline_used { "" } else { " (inline not used)" });
+        for e in &engines {
+            row += &match r.engines.iter().find(|(n, ..)| n == e) {
+                Some((_, t, _)) => format!(" {:.3} |", best(t)),
+                None => " – |".into(),
+            };
+        }
+        let others: Vec<f64> = r.engines[2..].iter().map(|(_, t, _)| best(t)).collect();
+        row += &format!(" {:.2}x |", best(&r.engines[1].1) / inline);
+        row += &match others.iter().copied().reduce(f64::min) {
+            Some(o) => format!(" {:.2}x |", o / inline),
+            None => " – |".into(),
+        };
+        let agree = r.engines.iter().all(|(_, _, d)| *d == r.engines[0].2);
+        if !agree {
+            mismatches.push(format!("{}: {:?}", r.cell.label, r.engines.iter().map(|(e, _, d)| (e, d)).collect::<Vec<_>>()));
+        }
+        row += if agree { " yes |\n" } else { " **NO** |\n" };
+        md += &row;
+    }
+    md += "\n";
+    for n in notes {
+        md += &format!("- note: {n}\n");
+    }
+    for m in &mismatches {
+        md += &format!("- MISMATCH {m}\n");
+    }
+    let json = json!({
+        "benchmark": "groupby",
+        "machine": machine(),
+        "threads": threads,
+        "runs": runs,
+        "results": results.iter().map(|r| json!({
+            "query": r.cell.label, "sql": r.cell.sql, "rows": r.cell.rows, "inline_used": r.inline_used,
+            "engines": r.engines.iter().map(|(e, t, d)| json!({"engine": e, "times_s": t, "best_s": best(t), "checksum": d})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "notes": notes,
+    });
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("groupby.json"), serde_json::to_string_pretty(&json).map_err(|e| DataFusionError::External(e.into()))?)?;
+    std::fs::write(out.join("groupby.md"), &md)?;
+    println!("{md}");
+    if !mismatches.is_empty() {
+        return Err(DataFusionError::Execution(format!("{} answers differ", mismatches.len())));
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() {
     // SAFETY: plain option setters and a reservation of address space, as
@@ -311,6 +493,7 @@ async fn main() {
     let result = match cli.command {
         Command::Generate { data } => generate(&data.dir(), data.workload()),
         Command::WindowJoin { data, run } => window_join(data.workload(), data.dir(), run).await,
+        Command::Groupby(args) => groupby_bench(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

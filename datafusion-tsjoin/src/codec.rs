@@ -13,7 +13,12 @@ use crate::window_join::{
     AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, WindowAgg, WindowAggKind, WindowJoinExec,
     WindowJoinNode, WindowJoinSettings, WindowJoinSpec, timestamp_unit,
 };
+use crate::groupby::{AggFn, InlineAgg, InlineAggregateExec};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::{Partitioning, PlanProperties};
 use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::registry::FunctionRegistry;
@@ -32,6 +37,31 @@ use std::sync::Arc;
 
 /// First byte of an encoded WINDOW JOIN node (logical or physical).
 pub const WINDOW_JOIN_TAG: u8 = 0xB1;
+/// First byte of an encoded [`InlineAggregateExec`].
+pub const INLINE_AGGREGATE_TAG: u8 = 0xB2;
+
+/// [`InlineAggregateExec`] in proto form.
+#[derive(Clone, PartialEq, Message)]
+struct InlineAggregateProto {
+    #[prost(message, repeated, tag = "1")]
+    group_exprs: Vec<PhysicalExprNode>,
+    /// Output schema: keys, then one field per aggregate.
+    #[prost(message, optional, tag = "2")]
+    schema: Option<protobuf::Schema>,
+    /// Per aggregate: `count_star`, `count`, `sum`, `min`, `max` or `avg`.
+    #[prost(string, repeated, tag = "3")]
+    funs: Vec<String>,
+    /// Per aggregate its argument (absent for `count(*)`, in `has_arg`).
+    #[prost(message, repeated, tag = "4")]
+    args: Vec<PhysicalExprNode>,
+    #[prost(bool, repeated, tag = "5")]
+    has_arg: Vec<bool>,
+    /// Output partitions, hash-partitioned on the keys or not.
+    #[prost(uint64, tag = "6")]
+    partitions: u64,
+    #[prost(bool, tag = "7")]
+    hashed: bool,
+}
 
 #[derive(Clone, PartialEq, Message)]
 struct WindowJoinNodeProto {
@@ -114,6 +144,10 @@ struct WindowJoinExecProto {
 
 fn decode_err(what: &str) -> DataFusionError {
     DataFusionError::Internal(format!("tsjoin codec: malformed {what}"))
+}
+
+fn proto_err(e: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Internal(e.to_string())
 }
 
 fn tagged(buf: &[u8]) -> Result<&[u8]> {
@@ -211,6 +245,73 @@ impl TsJoinPhysicalCodec {
     }
 }
 
+impl TsJoinPhysicalCodec {
+    fn encode_inline_aggregate(&self, exec: &InlineAggregateExec, buf: &mut Vec<u8>) -> Result<()> {
+        let partitioning = exec.properties().output_partitioning();
+        let msg = InlineAggregateProto {
+            group_exprs: exec.group_exprs.iter().map(|(e, _)| self.ser(e)).collect::<Result<_>>()?,
+            schema: Some(exec.schema.as_ref().try_into().map_err(proto_err)?),
+            funs: exec.aggs.iter().map(|a| a.fun.name().to_string()).collect(),
+            args: exec.aggs.iter().filter_map(|a| a.arg.as_ref()).map(|e| self.ser(e)).collect::<Result<_>>()?,
+            has_arg: exec.aggs.iter().map(|a| a.arg.is_some()).collect(),
+            partitions: partitioning.partition_count() as u64,
+            hashed: matches!(partitioning, Partitioning::Hash(..)),
+        };
+        buf.push(INLINE_AGGREGATE_TAG);
+        msg.encode(buf).map_err(proto_err)
+    }
+
+    fn decode_inline_aggregate(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let msg = InlineAggregateProto::decode(buf).map_err(proto_err)?;
+        let [input] = inputs else {
+            return internal_err!("InlineAggregateExec needs one input");
+        };
+        let in_schema = input.schema();
+        let schema: Schema = msg.schema.as_ref().ok_or_else(|| decode_err("schema"))?.try_into().map_err(proto_err)?;
+        let schema = Arc::new(schema);
+        let keys = msg.group_exprs.len();
+        if schema.fields().len() != keys + msg.funs.len() || msg.has_arg.len() != msg.funs.len() {
+            return Err(decode_err("inline aggregate"));
+        }
+        let group_exprs = msg
+            .group_exprs
+            .iter()
+            .zip(schema.fields())
+            .map(|(e, f)| Ok((parse_physical_expr(e, ctx, &in_schema, self)?, f.name().clone())))
+            .collect::<Result<Vec<_>>>()?;
+        let mut args = msg.args.iter();
+        let mut aggs = vec![];
+        for ((fun, &has_arg), field) in msg.funs.iter().zip(&msg.has_arg).zip(schema.fields().iter().skip(keys)) {
+            let fun = AggFn::from_encoded(fun).ok_or_else(|| decode_err("aggregate function"))?;
+            let arg = if has_arg {
+                Some(parse_physical_expr(args.next().ok_or_else(|| decode_err("argument"))?, ctx, &in_schema, self)?)
+            } else {
+                None
+            };
+            aggs.push(InlineAgg { fun, arg, field: Arc::clone(field) });
+        }
+        let n = msg.partitions.max(1) as usize;
+        let partitioning = if msg.hashed {
+            let cols = (0..keys).map(|i| Ok(Arc::new(Column::new(schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>));
+            Partitioning::Hash(cols.collect::<Result<_>>()?, n)
+        } else {
+            Partitioning::UnknownPartitioning(n)
+        };
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            partitioning,
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Ok(Arc::new(InlineAggregateExec::try_new(Arc::clone(input), group_exprs, aggs, Arc::new(properties))?))
+    }
+}
+
 impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
     fn try_decode(
         &self,
@@ -219,6 +320,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         ctx: &TaskContext,
         _converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some((&INLINE_AGGREGATE_TAG, rest)) = buf.split_first() {
+            return self.decode_inline_aggregate(rest, inputs, ctx);
+        }
         let msg = WindowJoinExecProto::decode(tagged(buf)?).map_err(|e| DataFusionError::Internal(e.to_string()))?;
         let [left, right] = inputs else {
             return internal_err!("WindowJoinExec needs two inputs");
@@ -307,6 +411,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         buf: &mut Vec<u8>,
         _converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
+        if let Some(exec) = node.downcast_ref::<InlineAggregateExec>() {
+            return self.encode_inline_aggregate(exec, buf);
+        }
         let Some(exec) = node.downcast_ref::<WindowJoinExec>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.name());
         };

@@ -35,6 +35,16 @@ extensions_options! {
         /// read a block min/max table (O(1) per window) instead of scanning
         /// the window with the kernels (0: always the table).
         pub window_join_min_max_table_min: usize, default = crate::window_join::DEFAULT_MIN_MAX_TABLE_MIN
+        /// Run grouped count/sum/min/max/avg on tsjoin's inline two-phase
+        /// aggregate (`InlineAggregateExec`) where it applies, instead of
+        /// DataFusion's hash aggregate.
+        pub inline_aggregate: bool, default = true
+        /// Also run GROUP BYs on multi-column and non-dictionary string
+        /// keys inline (the `composite` and `general` key shapes). Off by
+        /// default: measured, they are no faster than DataFusion's own
+        /// tables (benches/README.md), so single integer and dictionary
+        /// keys are where the inline aggregate replaces DataFusion's.
+        pub inline_aggregate_all_keys: bool, default = false
     }
 }
 

@@ -16,11 +16,14 @@
 //! ```
 //!
 //! Data flows one way: [`sql`] → [`window_join::WindowJoinNode`] →
-//! [`window_join::WindowJoinExec`].
+//! [`window_join::WindowJoinExec`] → [`kernels`]. Grouped aggregation runs
+//! on [`groupby::InlineAggregateExec`] where the
+//! [`groupby::InlineAggregateRule`] finds it applies.
 
 pub mod codec;
 pub mod config;
 pub mod functions;
+pub mod groupby;
 pub mod kernels;
 mod session;
 pub mod sql;

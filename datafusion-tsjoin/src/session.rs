@@ -2,6 +2,8 @@
 
 use crate::config::{TimestampRegistry, TsJoinOptions};
 use crate::functions::first_last_udafs;
+use crate::groupby::InlineAggregateRule;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use crate::sql::{WindowJoinRelationPlanner, execute_sql, registry};
 use crate::window_join::{PushDownWindowJoinFilter, TsJoinQueryPlanner};
 use datafusion::common::Result;
@@ -13,9 +15,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// Adds tsjoin to a [`SessionStateBuilder`]: the WINDOW JOIN relation
-/// planner, query planner and optimizer rule, the `first`/`last` family of
-/// aggregates, `tsjoin.*` settings and the designated-timestamp registry.
-/// Call it after `with_default_features()`.
+/// planner, query planner and optimizer rule, the inline aggregate's
+/// physical optimizer rule, the `first`/`last` family of aggregates,
+/// `tsjoin.*` settings and the designated-timestamp registry. Call it after
+/// `with_default_features()` (it sets the physical optimizer rules:
+/// DataFusion's defaults plus tsjoin's).
 ///
 /// ```
 /// use datafusion::execution::SessionStateBuilder;
@@ -47,8 +51,15 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         self.relation_planners()
             .get_or_insert_with(Vec::new)
             .push(Arc::new(WindowJoinRelationPlanner::new(registry)));
+        // The inline aggregate replaces partial/final aggregate pairs, so it
+        // runs right after DataFusion combines those (an appended rule would
+        // run after the final sanity check).
+        let mut rules = PhysicalOptimizer::new().rules;
+        let at = rules.iter().position(|r| r.name() == "CombinePartialFinalAggregate").map_or(rules.len(), |i| i + 1);
+        rules.insert(at, Arc::new(InlineAggregateRule));
         self.with_query_planner(Arc::new(TsJoinQueryPlanner))
             .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))
+            .with_physical_optimizer_rules(rules)
     }
 }
 

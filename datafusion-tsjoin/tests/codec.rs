@@ -167,3 +167,31 @@ async fn where_on_left_columns_runs_below_the_join() {
     assert!(below.any(|l| l.contains("price@") && l.contains("> 15")), "{text}");
     assert!(!lines[..join].iter().any(|l| l.contains("> 15")), "{text}");
 }
+
+/// The inline aggregate crosses the wire too: same plan line, same answer,
+/// and the same output partitioning (hash on the keys).
+#[tokio::test]
+async fn inline_aggregate_round_trips_through_proto() {
+    use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(2);
+    parquet_tables(&ctx, dir.path()).await;
+    let sql = "SELECT sym, count(*), count(v), sum(i), min(v), max(i), avg(v) FROM p WHERE i > 1 GROUP BY sym ORDER BY sym";
+    let ctx2 = context(2);
+    parquet_tables(&ctx2, dir.path()).await;
+    ctx2.tsjoin_sql("SET tsjoin.inline_aggregate_all_keys = true").await.unwrap();
+    let plan = ctx2.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+    let bytes = physical_plan_to_bytes_with_extension_codec(plan.clone(), &TsJoinPhysicalCodec).unwrap();
+    let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinPhysicalCodec).unwrap();
+    let agg_line = |p: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
+        let text = displayable(p.as_ref()).indent(true).to_string();
+        text.lines().find(|l| l.contains("InlineAggregateExec")).unwrap_or_else(|| panic!("{text}")).to_string()
+    };
+    assert_eq!(agg_line(&plan), agg_line(&back));
+    let a = datafusion::physical_plan::collect(plan, ctx.task_ctx()).await.unwrap();
+    let b = datafusion::physical_plan::collect(back, ctx.task_ctx()).await.unwrap();
+    let fmt = |x: &[datafusion::arrow::array::RecordBatch]| datafusion::arrow::util::pretty::pretty_format_batches(x).unwrap().to_string();
+    assert_eq!(fmt(&a), fmt(&b));
+    assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+}

@@ -2,6 +2,7 @@
 
 mod codec;
 mod differential;
+mod groupby;
 mod limits;
 mod slt;
 mod support;

@@ -1,0 +1,160 @@
+//! [`Composite`]: group keys of several columns, each coded on its own,
+//! the code tuples mapped to group ids through direct pair tables.
+//!
+//! Low-cardinality multi-column keys (TPC-H Q1's flag and status, a region
+//! and a device model) are the common case: each column's table stays tiny
+//! and a tuple's id is one array index per extra column, where a general
+//! multi-column table hashes and compares every column of every row. Wide
+//! tuples (a pair table over [`MAX_PAIR_SLOTS`]) are left to DataFusion's
+//! table (the caller switches).
+
+use super::accumulate::count_ids;
+use super::keys::GroupKeys;
+use datafusion::arrow::array::{ArrayRef, UInt32Array};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result;
+
+/// Slots a pair table may have (4 MiB of ids).
+pub const MAX_PAIR_SLOTS: usize = 1 << 20;
+
+const EMPTY: u32 = u32::MAX;
+
+/// `(a, b)` → dense id, directly indexed by `a << shift | b`. Both sides
+/// are dense codes, so the table is as large as the product of their
+/// cardinalities (rounded up to powers of two).
+#[derive(Debug, Default)]
+struct PairTable {
+    slots: Vec<u32>,
+    /// Bits of `b`.
+    shift: u32,
+    /// The pair of each id.
+    pairs: Vec<(u32, u32)>,
+}
+
+impl PairTable {
+    /// Makes room for `a < a_len` and `b < b_len`; false when that needs
+    /// more than [`MAX_PAIR_SLOTS`].
+    fn prepare(&mut self, a_len: usize, b_len: usize) -> bool {
+        let shift = b_len.max(1).next_power_of_two().trailing_zeros().max(self.shift);
+        let a_cap = a_len.max(1).next_power_of_two().max(self.slots.len() >> self.shift);
+        let size = a_cap << shift;
+        if size > MAX_PAIR_SLOTS {
+            return false;
+        }
+        if size > self.slots.len() {
+            self.slots = vec![EMPTY; size];
+            self.shift = shift;
+            for (id, &(a, b)) in self.pairs.iter().enumerate() {
+                self.slots[((a as usize) << shift) | b as usize] = id as u32;
+            }
+        }
+        true
+    }
+
+    /// The id of each `(a[i], b[i])` into `out` (replaced); new pairs get
+    /// the next ids.
+    fn intern(&mut self, a: &[u32], b: &[u32], out: &mut Vec<u32>) {
+        out.clear();
+        out.reserve(a.len());
+        for (&x, &y) in a.iter().zip(b) {
+            let slot = &mut self.slots[((x as usize) << self.shift) | y as usize];
+            if *slot == EMPTY {
+                *slot = self.pairs.len() as u32;
+                self.pairs.push((x, y));
+            }
+            out.push(*slot);
+        }
+    }
+}
+
+/// The state of [`super::KeyShape::Composite`] keys.
+pub(crate) struct Composite {
+    /// One single-column table per key column: value → column code.
+    columns: Vec<GroupKeys>,
+    /// Level `l`: (tuple id of columns `..=l`, code of column `l + 1`) →
+    /// tuple id of columns `..=l + 1`; the last level's ids are the groups.
+    levels: Vec<PairTable>,
+    /// Per column, this batch's codes.
+    scratch: Vec<Vec<u32>>,
+    types: Vec<DataType>,
+}
+
+impl Composite {
+    /// Empty keys of these (at least two) types.
+    pub(crate) fn try_new(types: &[DataType]) -> Result<Self> {
+        Ok(Self {
+            columns: types.iter().map(GroupKeys::column).collect::<Result<_>>()?,
+            levels: (1..types.len()).map(|_| PairTable::default()).collect(),
+            scratch: vec![vec![]; types.len()],
+            types: types.to_vec(),
+        })
+    }
+
+    /// The key types.
+    pub(crate) fn types(&self) -> &[DataType] {
+        &self.types
+    }
+
+    /// Number of groups.
+    pub(crate) fn len(&self) -> usize {
+        self.levels.last().map_or(0, |l| l.pairs.len())
+    }
+
+    /// Bytes held.
+    pub(crate) fn memory_size(&self) -> usize {
+        self.columns.iter().map(GroupKeys::memory_size).sum::<usize>()
+            + self.levels.iter().map(|l| l.slots.capacity() * 4 + l.pairs.capacity() * 8).sum::<usize>()
+            + self.scratch.iter().map(|c| c.capacity() * 4).sum::<usize>()
+    }
+
+    /// Each row's group id and the rows per group (as
+    /// [`GroupKeys::intern`]). False, with no group touched, when a pair
+    /// table would grow past [`MAX_PAIR_SLOTS`].
+    pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, counts: &mut Vec<u64>, rows: usize) -> Result<bool> {
+        let mut column_counts = vec![];
+        for ((column, key), codes) in self.columns.iter_mut().zip(keys).zip(&mut self.scratch) {
+            column.intern(std::slice::from_ref(key), codes, &mut column_counts, rows)?;
+            column_counts.clear();
+        }
+        let mut a_len = self.columns[0].len();
+        for (l, level) in self.levels.iter_mut().enumerate() {
+            if !level.prepare(a_len, self.columns[l + 1].len()) {
+                return Ok(false);
+            }
+            // Upper bound of the tuples this level may hold after the batch.
+            a_len = (level.pairs.len() + keys[0].len()).min(a_len * self.columns[l + 1].len());
+        }
+        let (mut tuple, mut next) = (std::mem::take(&mut self.scratch[0]), vec![]);
+        for (l, level) in self.levels.iter_mut().enumerate() {
+            level.intern(&tuple, &self.scratch[l + 1], &mut next);
+            std::mem::swap(&mut tuple, &mut next);
+        }
+        self.scratch[0] = next;
+        counts.resize(self.len(), 0);
+        count_ids(&tuple, counts);
+        *ids = tuple;
+        Ok(true)
+    }
+
+    /// The keys of every group, in id order; leaves the keys empty.
+    pub(crate) fn emit(&mut self) -> Result<Vec<ArrayRef>> {
+        // Walk the levels back from the groups to each column's code.
+        let k = self.columns.len();
+        let mut codes: Vec<Vec<u32>> = vec![vec![]; k];
+        let mut tuple: Vec<u32> = (0..self.len() as u32).collect();
+        for l in (0..k - 1).rev() {
+            let pairs = &self.levels[l].pairs;
+            codes[l + 1] = tuple.iter().map(|&t| pairs[t as usize].1).collect();
+            tuple = tuple.iter().map(|&t| pairs[t as usize].0).collect();
+        }
+        codes[0] = tuple;
+        let mut out = Vec::with_capacity(k);
+        for (column, codes) in self.columns.iter_mut().zip(codes) {
+            let values = column.emit()?.pop().expect("one column");
+            out.push(take(values.as_ref(), &UInt32Array::from(codes), None)?);
+        }
+        *self = Composite::try_new(&self.types)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,162 @@
+//! [`InlineAggregateExec`]: grouped count/sum/min/max/avg on the inline
+//! two-phase design.
+
+use super::accumulate::InlineAgg;
+use super::keys::KeyShape;
+use super::stream::{Partial, inline_aggregate_stream};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, InputDistributionRequirements, PhysicalExpr,
+    PlanProperties, SendableRecordBatchStream, apply_expression_roots,
+};
+use std::fmt;
+use std::sync::Arc;
+use tokio::sync::OnceCell;
+
+/// Grouped aggregation in one operator, in place of DataFusion's partial
+/// aggregate, repartition and final aggregate.
+///
+/// **Phase 1**, one task per input partition: every row's group keys become
+/// a dense `u32` group id and the group's row count grows ([`KeyShape`]
+/// picks the path: direct-indexed or hashed integers, dictionary codes, or
+/// DataFusion's `GroupValues`); then one tight loop per aggregate folds the
+/// batch into typed per-group state vectors (`sums[gid] += v`).
+/// **Phase 2**, one task per output partition: the partial tables' groups
+/// are split by DataFusion's repartition hash (so the output has the same
+/// hash partitioning the replaced plan had) and each output partition
+/// merges its share and emits it. Memory is accounted in the session's
+/// pool; over budget the query fails with a resources-exhausted error.
+///
+/// Made by [`super::InlineAggregateRule`]; EXPLAIN shows
+/// `InlineAggregateExec: gby=[…], aggr=[…], keys=int|dictionary|general`.
+#[derive(Debug)]
+pub struct InlineAggregateExec {
+    pub(crate) input: Arc<dyn ExecutionPlan>,
+    /// Group expressions over the input, with their output names.
+    pub(crate) group_exprs: Vec<(Arc<dyn PhysicalExpr>, String)>,
+    pub(crate) aggs: Vec<InlineAgg>,
+    pub(crate) schema: SchemaRef,
+    pub(crate) shape: KeyShape,
+    /// Phase 1's tables, built once and shared by the output partitions.
+    pub(crate) partials: Arc<OnceCell<Arc<Vec<Partial>>>>,
+    pub(crate) metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
+}
+
+impl InlineAggregateExec {
+    /// An inline aggregate over `input` with the output schema and
+    /// properties (partitioning) of the aggregate it replaces.
+    pub fn try_new(
+        input: Arc<dyn ExecutionPlan>,
+        group_exprs: Vec<(Arc<dyn PhysicalExpr>, String)>,
+        aggs: Vec<InlineAgg>,
+        properties: Arc<PlanProperties>,
+    ) -> Result<Self> {
+        let types = group_exprs.iter().map(|(e, _)| e.data_type(&input.schema())).collect::<Result<Vec<_>>>()?;
+        let schema = Arc::clone(properties.eq_properties.schema());
+        if schema.fields().len() != group_exprs.len() + aggs.len() {
+            return internal_err!("InlineAggregateExec: schema does not match keys and aggregates");
+        }
+        Ok(Self {
+            input,
+            group_exprs,
+            aggs,
+            schema,
+            shape: KeyShape::of(&types),
+            partials: Arc::new(OnceCell::new()),
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache: properties,
+        })
+    }
+
+    /// The input.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// The key path phase 1 takes.
+    pub fn shape(&self) -> KeyShape {
+        self.shape
+    }
+}
+
+impl DisplayAs for InlineAggregateExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let gby: Vec<String> = self.group_exprs.iter().map(|(e, name)| format!("{e} as {name}")).collect();
+        let aggr: Vec<&str> = self.aggs.iter().map(|a| a.field.name().as_str()).collect();
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "InlineAggregateExec: gby=[{}], aggr=[{}], keys={}",
+                gby.join(", "),
+                aggr.join(", "),
+                self.shape.name()
+            ),
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "gby=[{}]", gby.join(", "))?;
+                writeln!(f, "aggr=[{}]", aggr.join(", "))?;
+                write!(f, "keys={}", self.shape.name())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for InlineAggregateExec {
+    fn name(&self) -> &str {
+        "InlineAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        // Phase 1 reads every input partition and phase 2 partitions the
+        // groups itself: any input distribution will do.
+        InputDistributionRequirements::new(vec![Distribution::UnspecifiedDistribution])
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        let keys = self.group_exprs.iter().map(|(e, _)| e);
+        let args = self.aggs.iter().filter_map(|a| a.arg.as_ref());
+        apply_expression_roots(keys.chain(args), f)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [input]: [Arc<dyn ExecutionPlan>; 1] = match children.try_into() {
+            Ok(c) => c,
+            Err(_) => return internal_err!("InlineAggregateExec expects one child"),
+        };
+        Ok(Arc::new(Self::try_new(input, self.group_exprs.clone(), self.aggs.clone(), Arc::clone(&self.cache))?))
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let n = self.cache.output_partitioning().partition_count();
+        if partition >= n {
+            return internal_err!("InlineAggregateExec: partition {partition} out of range ({n} partitions)");
+        }
+        inline_aggregate_stream(self, partition, context)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

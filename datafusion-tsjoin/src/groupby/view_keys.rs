@@ -1,0 +1,214 @@
+//! [`ViewKeys`]: string group keys → dense codes, read off Utf8View views.
+//!
+//! A string of at most 12 bytes lives entirely inside its 16-byte view
+//! (length and bytes), so the view itself is the key: one 128-bit compare,
+//! no hashing of bytes, no pointer chase. Longer strings are keyed by their
+//! length and a hash of their bytes, and compared byte for byte on a match.
+//! Both kinds share one open-addressing table (a long string's tag carries
+//! its length, over 12, where a short view carries its own, so the two
+//! never collide). Codes are dense, in order of first appearance; NULL is
+//! one more code.
+//!
+//! ```
+//! use datafusion::arrow::array::StringViewArray;
+//! use datafusion_tsjoin::groupby::ViewKeys;
+//! let mut keys = ViewKeys::default();
+//! let mut ids = vec![];
+//! let a = StringViewArray::from(vec![Some("A"), None, Some("a string over twelve bytes"), Some("A")]);
+//! keys.intern(&a, &mut ids);
+//! assert_eq!(ids, [0, 1, 2, 0]);
+//! assert_eq!(keys.len(), 3);
+//! ```
+
+use datafusion::arrow::array::{Array, ArrayRef, StringViewArray, StringViewBuilder};
+use datafusion::physical_plan::repartition::REPARTITION_RANDOM_STATE;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+const EMPTY: u32 = u32::MAX;
+/// Tables of at most this many keys are spread ([`ViewKeys::spread`])...
+const SPREAD_KEYS: usize = 64;
+/// ... over at most this many slots (96 KiB).
+const SPREAD_SLOTS: usize = 1 << 12;
+/// Longest string whose view holds all its bytes.
+const INLINE_LEN: u32 = 12;
+
+/// String keys → codes; see the module documentation.
+#[derive(Debug, Clone, Default)]
+pub struct ViewKeys {
+    /// `(tag low, tag high, code)`, linear probing, at most half full.
+    entries: Vec<(u64, u64, u32)>,
+    mask: usize,
+    /// Bytes of each code's string, back to back (`offsets[c]..offsets[c + 1]`).
+    bytes: Vec<u8>,
+    offsets: Vec<usize>,
+    null: Option<u32>,
+}
+
+impl ViewKeys {
+    /// Number of codes (NULL included).
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Whether no key was interned.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held.
+    pub fn memory_size(&self) -> usize {
+        self.entries.capacity() * 24 + self.bytes.capacity() + self.offsets.capacity() * 8
+    }
+
+    /// Each row's code (`ids`, replaced); new strings get the next codes.
+    pub fn intern(&mut self, a: &StringViewArray, ids: &mut Vec<u32>) {
+        ids.clear();
+        ids.reserve(a.len());
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        let views = a.views();
+        match a.nulls().filter(|n| n.null_count() > 0) {
+            None => {
+                for (i, &v) in views.iter().enumerate() {
+                    ids.push(self.code(a, i, v));
+                }
+            }
+            Some(n) => {
+                for (i, &v) in views.iter().enumerate() {
+                    ids.push(if n.is_null(i) { self.null_code() } else { self.code(a, i, v) });
+                }
+            }
+        }
+    }
+
+    /// The strings of every code, in code order.
+    pub fn emit(&self) -> ArrayRef {
+        let mut b = StringViewBuilder::with_capacity(self.len());
+        for c in 0..self.len() {
+            if Some(c as u32) == self.null {
+                b.append_null();
+            } else {
+                let s = &self.bytes[self.offsets[c]..self.offsets[c + 1]];
+                // SAFETY: the bytes were copied from a valid UTF-8 string.
+                b.append_value(unsafe { std::str::from_utf8_unchecked(s) });
+            }
+        }
+        Arc::new(b.finish())
+    }
+
+    fn null_code(&mut self) -> u32 {
+        match self.null {
+            Some(c) => c,
+            None => {
+                let c = self.len() as u32;
+                self.offsets.push(self.bytes.len());
+                self.null = Some(c);
+                c
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn code(&mut self, a: &StringViewArray, i: usize, view: u128) -> u32 {
+        let len = view as u32;
+        let tag = if len <= INLINE_LEN {
+            view
+        } else {
+            let h = REPARTITION_RANDOM_STATE.random_state().hash_one(a.value(i).as_bytes());
+            ((h as u128) << 64) | len as u128
+        };
+        let (lo, hi) = (tag as u64, (tag >> 64) as u64);
+        if self.entries.is_empty() {
+            self.grow();
+        }
+        let mut s = slot(lo, hi, self.mask);
+        loop {
+            let (elo, ehi, c) = self.entries[s];
+            if c == EMPTY {
+                break;
+            }
+            if elo == lo && ehi == hi && (len <= INLINE_LEN || self.string(c) == a.value(i).as_bytes()) {
+                return c;
+            }
+            s = (s + 1) & self.mask;
+        }
+        let c = self.len() as u32;
+        self.bytes.extend_from_slice(a.value(i).as_bytes());
+        self.offsets.push(self.bytes.len());
+        self.entries[s] = (lo, hi, c);
+        if 2 * (self.len() + 1) > self.entries.len() {
+            self.grow();
+        }
+        if s != slot(lo, hi, self.mask) && self.len() <= SPREAD_KEYS {
+            self.spread();
+        }
+        c
+    }
+
+    /// Grows a small table until every key sits in its home slot (up to
+    /// [`SPREAD_SLOTS`]): on few keys in random order, a probe that may
+    /// take one step or two is a branch the CPU mispredicts on every other
+    /// row, which costs more than the lookup itself.
+    fn spread(&mut self) {
+        while self.entries.len() < SPREAD_SLOTS
+            && self.entries.iter().enumerate().any(|(s, e)| e.2 != EMPTY && slot(e.0, e.1, self.mask) != s)
+        {
+            self.grow();
+        }
+    }
+
+    fn string(&self, c: u32) -> &[u8] {
+        &self.bytes[self.offsets[c as usize]..self.offsets[c as usize + 1]]
+    }
+
+    /// Doubles the table (16 entries at first) and re-inserts every entry.
+    fn grow(&mut self) {
+        let size = (self.entries.len() * 2).max(16);
+        let old = std::mem::replace(&mut self.entries, vec![(0, 0, EMPTY); size]);
+        self.mask = size - 1;
+        for (lo, hi, c) in old.into_iter().filter(|e| e.2 != EMPTY) {
+            let mut s = slot(lo, hi, self.mask);
+            while self.entries[s].2 != EMPTY {
+                s = (s + 1) & self.mask;
+            }
+            self.entries[s] = (lo, hi, c);
+        }
+    }
+}
+
+/// Table slot of a tag: both halves folded, then a multiplicative hash.
+#[inline(always)]
+fn slot(lo: u64, hi: u64, mask: usize) -> usize {
+    ((lo ^ hi.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::AsArray;
+
+    #[test]
+    fn short_long_and_null_strings_keep_their_codes_across_batches() {
+        let words: Vec<String> = (0..300).map(|i| if i % 3 == 0 { format!("long string number {i:05}") } else { format!("s{i}") }).collect();
+        let mut keys = ViewKeys::default();
+        let mut ids = vec![];
+        let mut first: std::collections::HashMap<Option<String>, u32> = Default::default();
+        for batch in 0..5u64 {
+            let rows: Vec<Option<String>> =
+                (0..1000u64).map(|r| ((r * 7 + batch) % 13 != 0).then(|| words[((r * 31 + batch * 17) % 300) as usize].clone())).collect();
+            let a = StringViewArray::from(rows.iter().map(|s| s.as_deref()).collect::<Vec<_>>());
+            keys.intern(&a, &mut ids);
+            for (row, &id) in rows.iter().zip(&ids) {
+                assert_eq!(*first.entry(row.clone()).or_insert(id), id, "{row:?}");
+            }
+        }
+        assert_eq!(keys.len(), first.len());
+        let emitted = keys.emit();
+        let emitted = emitted.as_string_view();
+        for (s, &c) in &first {
+            assert_eq!(s.as_deref(), emitted.is_valid(c as usize).then(|| emitted.value(c as usize)));
+        }
+    }
+}
