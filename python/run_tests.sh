@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the tsjoin Python package into a fresh virtual environment with
+# `pip install` (maturin as the PEP 517 backend, nothing installed by hand)
+# and runs its pytest suite. Part of README's test command.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${TSJOIN_VENV:-$root/target/python-venv}"
+python="${PYTHON:-python3}"
+
+rm -rf "$venv"
+"$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+# The dev profile and the shared target/ directory: the build reuses what
+# `cargo test --workspace` compiled (one feature set across the workspace).
+MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet "$root/python[test]"
+# The CLI the cross-check test compares with.
+cargo build --quiet -p tsjoin-cli
+cd "$root/python"
+TSJOIN_CLI="$root/target/debug/tsjoin-cli" "$venv/bin/python" -m pytest -q tests
