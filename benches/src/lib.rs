@@ -1,8 +1,11 @@
 //! tsjoin's benchmarks: a deterministic generator for the WINDOW JOIN
 //! reference workload ([`generate`]) and the side-by-side runner behind
 //! `tsjoin-bench window-join` ([`runner`]); the grouped-aggregation data
-//! sets and runner behind `tsjoin-bench groupby` ([`groupby`]).
+//! sets and runner behind `tsjoin-bench groupby` ([`groupby`]); the synthetic
+//! ClickBench `hits` table and runner behind `tsjoin-bench clickbench`
+//! ([`clickbench`]).
 
+pub mod clickbench;
 pub mod generate;
 pub mod groupby;
 pub mod runner;

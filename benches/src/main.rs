@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use tsjoin_bench::generate::{Workload, generate, is_generated};
 use tsjoin_bench::groupby;
 
+mod clickbench_cmd;
+
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -47,6 +49,13 @@ enum Command {
     /// Run the grouped-aggregation benchmark: tsjoin's inline aggregate vs
     /// DataFusion's, DuckDB and Polars (generates the data when missing).
     Groupby(GroupbyArgs),
+    /// Write the synthetic ClickBench `hits` table: 100 partitioned Parquet
+    /// files and one single file.
+    ClickbenchGenerate(clickbench_cmd::HitsArgs),
+    /// Run ClickBench's 43 queries on tsjoin, DataFusion without tsjoin's
+    /// operators, DuckDB and chdb; write ClickBench result JSON and a
+    /// summary (generates the data when missing).
+    Clickbench(clickbench_cmd::RunArgs),
 }
 
 /// What `groupby` runs.
@@ -494,6 +503,8 @@ async fn main() {
         Command::Generate { data } => generate(&data.dir(), data.workload()),
         Command::WindowJoin { data, run } => window_join(data.workload(), data.dir(), run).await,
         Command::Groupby(args) => groupby_bench(args).await,
+        Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
+        Command::Clickbench(args) => clickbench_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -10,6 +10,18 @@ import tsjoin
 
 
 def test_keyboard_interrupt_cancels_a_long_query():
+    # Python only installs its KeyboardInterrupt handler when SIGINT is not
+    # ignored at start-up, and shells start background jobs (CI runners, `&`)
+    # with SIGINT ignored; an interactive session has the default handler, so
+    # install it here for the duration of the test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_a_long_query()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_a_long_query():
     ctx = tsjoin.SessionContext(threads=2)
     ctx.register("t", pa.table({"x": list(range(120_000))}))
     # A filtered cross join of 1.4e10 pairs: tens of seconds of work. (After the
