@@ -9,17 +9,14 @@ DataFusion setup does. Prints one JSON object per line:
 {"engine", "query", "times", "rows", "error"} or {"note"}.
 """
 import argparse
-import json
 import os
 import pathlib
 import time
 
+from common import duckdb_connection, emit, fetch_arrow
+
 QUERIES = (pathlib.Path(__file__).resolve().parents[1] / "clickbench" / "queries.sql").read_text().splitlines()
 QUERIES = [q.strip() for q in QUERIES if q.strip()]
-
-
-def emit(**kw):
-    print(json.dumps(kw), flush=True)
 
 
 def run(engine, execute, args):
@@ -41,13 +38,10 @@ def run(engine, execute, args):
 
 
 def duckdb_peer(args, files):
-    try:
-        import duckdb
-    except ImportError:
-        emit(note="duckdb not installed (pip install duckdb)")
+    got = duckdb_connection(args.threads)
+    if got is None:
         return
-    con = duckdb.connect()
-    con.execute(f"SET threads = {args.threads}")
+    duckdb, con = got
     con.execute(
         f"CREATE VIEW hits AS SELECT * REPLACE (DATE '1970-01-01' + CAST(\"EventDate\" AS INTEGER) AS \"EventDate\") "
         f"FROM read_parquet('{files}', binary_as_string = true)"
@@ -57,7 +51,7 @@ def duckdb_peer(args, files):
         # DuckDB spells these differently: to_timestamp(seconds), strlen for bytes of a VARCHAR.
         q = q.replace("to_timestamp_seconds(", "to_timestamp(").replace("octet_length(", "strlen(")
         # Arrow out, as tsjoin's result stays Arrow (no Python objects per row).
-        return con.sql(q).to_arrow_table().num_rows
+        return fetch_arrow(con, q).num_rows
 
     run(f"DuckDB {duckdb.__version__}", execute, args)
 

@@ -14,9 +14,7 @@ import os
 import sys
 import time
 
-
-def emit(**kw):
-    print(json.dumps(kw), flush=True)
+from common import duckdb_connection, emit, fetch_arrow
 
 
 def checksum(columns, rows):
@@ -41,23 +39,11 @@ def timed(runs, fn):
     return times, out
 
 
-def fetch_arrow(con, sql):
-    """The whole result as a pyarrow Table, without the extra copy a DB-API
-    cursor makes (DuckDB 2.0 renamed the call)."""
-    rel = con.sql(sql)
-    if hasattr(rel, "to_arrow_table"):
-        return rel.to_arrow_table()
-    return rel.arrow()
-
-
 def run_duckdb(cells, args):
-    try:
-        import duckdb
-    except ImportError:
-        emit(note="duckdb not installed (pip install duckdb)")
+    got = duckdb_connection(args.threads)
+    if got is None:
         return
-    con = duckdb.connect()
-    con.execute(f"SET threads = {args.threads}")
+    duckdb, con = got
     for i, c in enumerate(cells):
         con.execute(f"CREATE OR REPLACE VIEW {c['table']} AS SELECT * FROM read_parquet('{c['dir']}/*.parquet')")
         try:

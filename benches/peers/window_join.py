@@ -12,9 +12,7 @@ import os
 import sys
 import time
 
-
-def emit(**kw):
-    print(json.dumps(kw), flush=True)
+from common import duckdb_connection, emit
 
 
 def norm(rows):
@@ -64,13 +62,10 @@ def duckdb_queries(trades, prices):
 
 
 def run_duckdb(args):
-    try:
-        import duckdb
-    except ImportError:
-        emit(note="duckdb not installed (pip install duckdb)")
+    got = duckdb_connection(args.threads)
+    if got is None:
         return
-    con = duckdb.connect()
-    con.execute(f"SET threads = {args.threads}")
+    duckdb, con = got
     trades = f"read_parquet('{args.data}/trades/*.parquet')"
     prices = f"read_parquet('{args.data}/prices/*.parquet')"
     for name, sql in duckdb_queries(trades, prices).items():
