@@ -363,8 +363,8 @@ async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
     for cell in &cells {
         eprintln!("groupby: {}", cell.label);
         let dir = groupby::data_dir(&args.data, cell);
-        let inline = groupby::session(&dir, cell.table, threads, true).await?;
-        let builtin = groupby::session(&dir, cell.table, threads, false).await?;
+        let inline = groupby::session(&dir, cell.table, threads, true, &cell.settings).await?;
+        let builtin = groupby::session(&dir, cell.table, threads, false, &[]).await?;
         let inline_used = groupby::runs_inline(&inline, cell).await?;
         let (mut ti, mut td, mut di, mut dd) = (vec![], vec![], String::new(), String::new());
         // Alternating, so that noise spreads over both.

@@ -178,3 +178,47 @@ async fn over_budget_is_a_clear_error() {
     let err = ctx.tsjoin_sql("SELECT k, sum(v) FROM t GROUP BY k").await.unwrap().collect().await.unwrap_err();
     assert!(err.to_string().contains("Resources exhausted"), "{err}");
 }
+
+/// Past the probe rows with nearly distinct keys phase 1 passes rows on, and
+/// phase 2 sizes its tables for them; big tables prefetch. Dense keys (a
+/// direct table over millions of slots), sparse keys (a hashed table of
+/// hundreds of thousands of entries), with a tenth of the rows repeating an
+/// earlier key, NULL keys and NULL values, over 1 to 3 partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nearly_distinct_keys_past_the_probe_match_datafusion() {
+    let mut rng = StdRng::seed_from_u64(42);
+    let n = 260_000i64;
+    for (shape, partitions) in [("dense", 2), ("sparse", 3), ("dense", 1)] {
+        let keys: Vec<Option<i64>> = (0..n)
+            .map(|i| {
+                let base = if rng.random_bool(0.1) { rng.random_range(0..i.max(1)) } else { i };
+                // A permutation of 0..n (dense: 5x wider with the spacing,
+                // so the direct table spans over a million slots) or keys
+                // scattered over the i64 range (sparse).
+                let k = (base * 7919) % n;
+                (!rng.random_bool(0.01)).then_some(if shape == "dense" { k * 5 } else { k.wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64) })
+            })
+            .collect();
+        let values: Vec<Option<i64>> = (0..n).map(|i| (i % 13 != 0).then_some(i % 1000 - 500)).collect();
+        let schema =
+            Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true), Field::new("v", DataType::Int64, true)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(keys)), Arc::new(Int64Array::from(values))],
+        )
+        .unwrap();
+        let mut parts: Vec<Vec<RecordBatch>> = vec![vec![]; partitions];
+        for (c, at) in (0..n as usize).step_by(8192).enumerate() {
+            parts[c % partitions].push(batch.slice(at, 8192.min(n as usize - at)));
+        }
+        let ctx = context(2);
+        ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap())).unwrap();
+        let sql = "SELECT k, count(*), count(v), sum(v), min(v), avg(v) FROM t GROUP BY k ORDER BY k";
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
+        let want = rows(&ctx, sql).await;
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
+        let got = rows(&ctx, sql).await;
+        assert!(want.len() > 200_000, "{shape}: {} groups", want.len());
+        assert!(got == want, "{shape}, {partitions} partitions: results differ");
+    }
+}

@@ -58,34 +58,54 @@ impl QueryRuns {
     }
 }
 
-/// Runs every query `runs` times, one after the other, timing planning,
-/// execution and collecting the result.
-pub async fn run_all(ctx: &SessionContext, runs: usize, only: Option<&[usize]>) -> Vec<QueryRuns> {
-    let mut out = vec![];
+/// Runs every query `runs` times in a row on each context, timing
+/// planning, execution and collecting the result: one `Vec` per context.
+///
+/// The contexts take turns per query (query `i` starts with context
+/// `i % n`), so that no configuration always runs first in the process and
+/// pays alone for whatever the query before left behind (allocator state,
+/// caches).
+pub async fn run_all(ctxs: &[SessionContext], runs: usize, only: Option<&[usize]>) -> Vec<Vec<QueryRuns>> {
+    let mut out: Vec<Vec<QueryRuns>> = ctxs.iter().map(|_| vec![]).collect();
     for (i, q) in queries().into_iter().enumerate() {
         if only.is_some_and(|o| !o.contains(&i)) {
-            out.push(QueryRuns { times: vec![None; runs], rows: None, error: Some("skipped".into()) });
+            for o in &mut out {
+                o.push(QueryRuns { times: vec![None; runs], rows: None, error: Some("skipped".into()) });
+            }
             continue;
         }
-        let mut r = QueryRuns { times: vec![], rows: None, error: None };
-        for _ in 0..runs {
-            let start = Instant::now();
-            let got: Result<Vec<RecordBatch>> = async { ctx.tsjoin_sql(q).await?.collect().await }.await;
-            match got {
-                Ok(batches) => {
-                    r.times.push(Some(start.elapsed().as_secs_f64()));
-                    r.rows.get_or_insert(batches.iter().map(|b| b.num_rows()).sum());
-                }
-                Err(e) => {
-                    r.times.push(None);
-                    r.error.get_or_insert(e.to_string());
-                }
-            }
+        let mut results: Vec<Option<QueryRuns>> = ctxs.iter().map(|_| None).collect();
+        for turn in 0..ctxs.len() {
+            let c = (i + turn) % ctxs.len();
+            results[c] = Some(run_query(&ctxs[c], q, runs).await);
         }
-        eprintln!("clickbench: Q{i}: {:?}", r.times);
-        out.push(r);
+        for (o, r) in out.iter_mut().zip(results) {
+            let r = r.expect("every context ran");
+            eprintln!("clickbench: Q{i}: {:?}", r.times);
+            o.push(r);
+        }
     }
     out
+}
+
+/// One query `runs` times on one context.
+async fn run_query(ctx: &SessionContext, q: &str, runs: usize) -> QueryRuns {
+    let mut r = QueryRuns { times: vec![], rows: None, error: None };
+    for _ in 0..runs {
+        let start = Instant::now();
+        let got: Result<Vec<RecordBatch>> = async { ctx.tsjoin_sql(q).await?.collect().await }.await;
+        match got {
+            Ok(batches) => {
+                r.times.push(Some(start.elapsed().as_secs_f64()));
+                r.rows.get_or_insert(batches.iter().map(|b| b.num_rows()).sum());
+            }
+            Err(e) => {
+                r.times.push(None);
+                r.error.get_or_insert(e.to_string());
+            }
+        }
+    }
+    r
 }
 
 /// A result file in ClickBench's format.

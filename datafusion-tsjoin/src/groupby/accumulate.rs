@@ -13,7 +13,7 @@
 //! `max` is NaN when any input is, `min` only when all are.
 
 use datafusion::arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray};
-use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::buffer::{Buffer, NullBuffer, ScalarBuffer};
 use datafusion::arrow::datatypes::ArrowNativeType;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type, Int64Type, UInt64Type};
@@ -233,10 +233,6 @@ impl<T: Fold> Folded<T> {
         }
         count_valid(&mut self.valid, ids, nulls, counts);
     }
-
-    fn valid(&self, counts: &[u64]) -> Vec<u64> {
-        self.valid.clone().unwrap_or_else(|| counts.to_vec())
-    }
 }
 
 /// `vals[ids[i]] = f(vals[ids[i]], x[i])` for every non-NULL row `i`.
@@ -355,6 +351,12 @@ fn count_valid(valid: &mut Option<Vec<u64>>, ids: &[u32], nulls: Option<&NullBuf
     }
 }
 
+/// Counts as an `Int64Array`, without a copy (a count fits an `i64`).
+pub(crate) fn counts_array(counts: Vec<u64>) -> ArrayRef {
+    let len = counts.len();
+    Arc::new(Int64Array::new(ScalarBuffer::new(Buffer::from_vec(counts), 0, len), None))
+}
+
 /// The state of one aggregate over every group of a partial or final
 /// table.
 #[derive(Debug, Clone)]
@@ -448,26 +450,45 @@ impl State {
 
     /// The aggregate's values for groups `0..counts.len()`, typed as `agg`'s
     /// output field.
-    pub(crate) fn evaluate(&self, agg: &InlineAgg, counts: &[u64]) -> Result<ArrayRef> {
-        fn folded<T: Fold>(f: &Folded<T>, agg: &InlineAgg, counts: &[u64]) -> Result<ArrayRef> {
-            let valid = f.valid(counts);
-            let nulls = NullBuffer::from(valid.iter().map(|&v| v > 0).collect::<Vec<_>>());
-            let values = &f.values[..counts.len()];
+    pub(crate) fn evaluate(self, agg: &InlineAgg, counts: &[u64]) -> Result<ArrayRef> {
+        fn folded<T: Fold>(f: Folded<T>, agg: &InlineAgg, counts: &[u64]) -> Result<ArrayRef> {
+            // Every group has a row, so without a NULL input every group
+            // has a value.
+            let nulls = f.valid.as_ref().map(|v| NullBuffer::from(v[..counts.len()].iter().map(|&n| n > 0).collect::<Vec<_>>()));
+            let mut values = f.values;
+            values.truncate(counts.len());
             let array: ArrayRef = if agg.fun == AggFn::Avg {
-                let avg: Vec<f64> = values.iter().zip(&valid).map(|(&s, &n)| s.to_f64() / n.max(1) as f64).collect();
-                Arc::new(PrimitiveArray::<Float64Type>::new(avg.into(), Some(nulls)))
+                let valid = f.valid.as_deref().unwrap_or(counts);
+                let avg: Vec<f64> = values.iter().zip(valid).map(|(&s, &n)| s.to_f64() / n.max(1) as f64).collect();
+                Arc::new(PrimitiveArray::<Float64Type>::new(avg.into(), nulls))
             } else {
-                Arc::new(PrimitiveArray::<T::Arrow>::new(values.to_vec().into(), Some(nulls)))
+                Arc::new(PrimitiveArray::<T::Arrow>::new(values.into(), nulls))
             };
             Ok(cast(&array, agg.field.data_type())?)
         }
-        let as_counts = |v: &[u64]| -> ArrayRef { Arc::new(Int64Array::from_iter_values(v.iter().map(|&c| c as i64))) };
         match self {
-            State::CountStar => Ok(as_counts(counts)),
-            State::Count(valid) => Ok(as_counts(valid.as_deref().unwrap_or(counts))),
+            State::CountStar => Ok(counts_array(counts.to_vec())),
+            State::Count(valid) => Ok(counts_array(valid.unwrap_or_else(|| counts.to_vec()))),
             State::Int(f) => folded(f, agg, counts),
             State::UInt(f) => folded(f, agg, counts),
             State::Float(f) => folded(f, agg, counts),
+        }
+    }
+
+    /// Makes room for `groups` groups in all.
+    pub(crate) fn reserve(&mut self, groups: usize) {
+        fn reserve<T>(f: &mut Folded<T>, groups: usize) {
+            f.values.reserve(groups.saturating_sub(f.values.len()));
+            if let Some(v) = &mut f.valid {
+                v.reserve(groups.saturating_sub(v.len()));
+            }
+        }
+        match self {
+            State::CountStar | State::Count(None) => {}
+            State::Count(Some(v)) => v.reserve(groups.saturating_sub(v.len())),
+            State::Int(f) => reserve(f, groups),
+            State::UInt(f) => reserve(f, groups),
+            State::Float(f) => reserve(f, groups),
         }
     }
 

@@ -108,14 +108,12 @@ impl Composite {
             + self.scratch.iter().map(|c| c.capacity() * 4).sum::<usize>()
     }
 
-    /// Each row's group id and the rows per group (as
-    /// [`GroupKeys::intern`]). False, with no group touched, when a pair
+    /// Each row's group id and, when `counts` is given, the rows per group
+    /// (as [`GroupKeys::assign`]). False, with no group touched, when a pair
     /// table would grow past [`MAX_PAIR_SLOTS`].
-    pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, counts: &mut Vec<u64>, rows: usize) -> Result<bool> {
-        let mut column_counts = vec![];
+    pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, counts: Option<&mut Vec<u64>>, rows: usize) -> Result<bool> {
         for ((column, key), codes) in self.columns.iter_mut().zip(keys).zip(&mut self.scratch) {
-            column.intern(std::slice::from_ref(key), codes, &mut column_counts, rows)?;
-            column_counts.clear();
+            column.assign(std::slice::from_ref(key), codes, None, rows)?;
         }
         let mut a_len = self.columns[0].len();
         for (l, level) in self.levels.iter_mut().enumerate() {
@@ -131,8 +129,10 @@ impl Composite {
             std::mem::swap(&mut tuple, &mut next);
         }
         self.scratch[0] = next;
-        counts.resize(self.len(), 0);
-        count_ids(&tuple, counts);
+        if let Some(counts) = counts {
+            counts.resize(self.len(), 0);
+            count_ids(&tuple, counts);
+        }
         *ids = tuple;
         Ok(true)
     }

@@ -164,17 +164,29 @@ impl GroupKeys {
         }
     }
 
+    /// Makes room for about `groups` groups in all (integer keys; the other
+    /// shapes grow as they go).
+    pub(crate) fn reserve_groups(&mut self, groups: usize) {
+        if let GroupKeys::Int { keys, .. } = self {
+            keys.reserve_groups(groups);
+        }
+    }
+
     /// Each row's group id (`ids`, replaced; new keys get the next ids) and
     /// rows per group (`counts`, grown to the number of groups). About
     /// `rows` rows are expected in all (0: unknown), which lets integer
     /// keys over a wide range stay directly indexed.
     pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, counts: &mut Vec<u64>, rows: usize) -> Result<()> {
+        self.assign(keys, ids, Some(counts), rows)
+    }
+
+    /// [`Self::intern`], counting rows per group only when `counts` is given.
+    pub(crate) fn assign(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, mut counts: Option<&mut Vec<u64>>, rows: usize) -> Result<()> {
         match self {
             GroupKeys::Int { keys: map, .. } => {
                 let v = cast(&keys[0], &DataType::Int64)?;
                 let v = v.as_primitive::<Int64Type>();
-                map.intern_expecting(v.values(), v.nulls(), ids, counts, rows);
-                return Ok(());
+                map.assign_expecting(v.values(), v.nulls(), ids, rows);
             }
             GroupKeys::Dict { values, value_type, cache, null, .. } => {
                 let dict = keys[0].as_any_dictionary();
@@ -222,7 +234,7 @@ impl GroupKeys {
                 }
             }
             GroupKeys::Composite(c) => {
-                let interned = c.intern(keys, ids, counts, rows)?;
+                let interned = c.intern(keys, ids, counts.as_mut().map(|c| &mut **c), rows)?;
                 if interned && c.len() <= COMPOSITE_MAX_GROUPS {
                     return Ok(());
                 }
@@ -240,7 +252,7 @@ impl GroupKeys {
                 if interned {
                     return Ok(());
                 }
-                return self.intern(keys, ids, counts, rows);
+                return self.assign(keys, ids, counts, rows);
             }
             GroupKeys::View { keys: map, .. } => {
                 let v = cast(&keys[0], &DataType::Utf8View)?;
@@ -253,8 +265,10 @@ impl GroupKeys {
                 ids.extend(g.into_iter().map(|g| g as u32));
             }
         }
-        counts.resize(self.len(), 0);
-        count_ids(ids, counts);
+        if let Some(counts) = counts {
+            counts.resize(self.len(), 0);
+            count_ids(ids, counts);
+        }
         Ok(())
     }
 
@@ -266,8 +280,7 @@ impl GroupKeys {
                 let nulls = keys.null_group().map(|g| {
                     (0..keys.len()).map(|i| i != g as usize).collect::<Vec<_>>().into()
                 });
-                let raw: ArrayRef = Arc::new(Int64Array::new(keys.values().to_vec().into(), nulls));
-                *keys = IntKeys::default();
+                let raw: ArrayRef = Arc::new(Int64Array::new(std::mem::take(keys).into_values().into(), nulls));
                 Ok(vec![cast_int(&raw, data_type)?])
             }
             GroupKeys::Dict { values, dict_type, cache, null, .. } => {

@@ -7,7 +7,7 @@
 //! every key twice, so it stops growing the table and passes the rest of
 //! its rows on, split by output partition, for phase 2 to aggregate once.
 
-use super::accumulate::{InlineAgg, State};
+use super::accumulate::{InlineAgg, State, counts_array};
 use super::exec::InlineAggregateExec;
 use super::keys::GroupKeys;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -93,6 +93,14 @@ impl Table {
             + self.states.iter().map(State::memory_size).sum::<usize>()
             + self.counts.capacity() * 8
             + self.ids.capacity() * 4
+    }
+
+    /// Makes room for `groups` groups in all, so that no state vector
+    /// grows (and copies) batch by batch.
+    fn reserve(&mut self, groups: usize) {
+        self.keys.reserve_groups(groups);
+        self.counts.reserve(groups.saturating_sub(self.counts.len()));
+        self.states.iter_mut().for_each(|s| s.reserve(groups));
     }
 
     /// Aggregates rows in (`expected`: rows to come in all, 0 if unknown).
@@ -276,7 +284,7 @@ fn merge(
         && spec.outputs == 1
         && only.spooled[0].is_empty()
     {
-        return emit(schema, &spec.aggs, only.keys.clone(), &only.states, &only.counts, batch_size);
+        return emit(schema, &spec.aggs, only.keys.clone(), only.states.clone(), only.counts.clone(), batch_size);
     }
     let mine = |pt: &Partial| -> Vec<u32> {
         let all = 0..pt.counts.len() as u32;
@@ -285,6 +293,9 @@ fn merge(
     let from: Vec<Vec<u32>> = partials.iter().map(mine).collect();
     let expected = from.iter().map(Vec::len).sum::<usize>() + spooled().map(Rows::len).sum::<usize>();
     let mut table = Table::new(spec)?;
+    // `expected` bounds the groups; phase 1 passed rows on only where they
+    // were nearly all distinct, so it is close.
+    table.reserve(expected);
     for (partial, from) in partials.iter().zip(&from) {
         if !from.is_empty() {
             table.merge(partial, from, expected)?;
@@ -296,7 +307,7 @@ fn merge(
         reservation.try_resize(table.memory_size())?;
     }
     let keys = table.keys.emit()?;
-    emit(schema, &spec.aggs, keys, &table.states, &table.counts, batch_size)
+    emit(schema, &spec.aggs, keys, table.states, table.counts, batch_size)
 }
 
 /// The output rows of a table: keys then one column per aggregate.
@@ -304,16 +315,29 @@ fn emit(
     schema: &SchemaRef,
     aggs: &[InlineAgg],
     keys: Vec<ArrayRef>,
-    states: &[State],
-    counts: &[u64],
+    states: Vec<State>,
+    counts: Vec<u64>,
     batch_size: usize,
 ) -> Result<Vec<RecordBatch>> {
     if counts.is_empty() {
         return Ok(vec![]);
     }
     let mut columns = keys;
+    let mut count_stars = vec![];
     for (agg, state) in aggs.iter().zip(states) {
-        columns.push(state.evaluate(agg, counts)?);
+        if let State::CountStar = state {
+            // Filled below with the group counts themselves.
+            count_stars.push(columns.len());
+            columns.push(Arc::new(UInt32Array::from(Vec::<u32>::new())));
+        } else {
+            columns.push(state.evaluate(agg, &counts)?);
+        }
+    }
+    if !count_stars.is_empty() {
+        let array = counts_array(counts);
+        for i in count_stars {
+            columns[i] = Arc::clone(&array);
+        }
     }
     let batch = RecordBatch::try_new(Arc::clone(schema), columns)?;
     let batch_size = batch_size.max(1);

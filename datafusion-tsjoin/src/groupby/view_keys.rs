@@ -70,7 +70,9 @@ impl ViewKeys {
         }
         let views = a.views();
         match a.nulls().filter(|n| n.null_count() > 0) {
+            None if self.intern_known(views, ids) => {}
             None => {
+                ids.clear();
                 for (i, &v) in views.iter().enumerate() {
                     ids.push(self.code(a, i, v));
                 }
@@ -81,6 +83,26 @@ impl ViewKeys {
                 }
             }
         }
+    }
+
+    /// The steady state of a few short keys: every view of the batch is a
+    /// known inline string sitting in its home slot (as [`Self::spread`]
+    /// keeps them). Then the batch maps with no branch per row; returns
+    /// false, with `ids` to be discarded, when some row is new, long or
+    /// displaced.
+    fn intern_known(&self, views: &[u128], ids: &mut Vec<u32>) -> bool {
+        if self.entries.is_empty() || self.len() > SPREAD_KEYS {
+            return false;
+        }
+        let (entries, mask, mut known) = (&self.entries, self.mask, true);
+        ids.extend(views.iter().map(|&v| {
+            let (lo, hi) = (v as u64, (v >> 64) as u64);
+            let (elo, ehi, c) = entries[slot(lo, hi, mask)];
+            // (An empty slot holds (0, 0): the empty string's view.)
+            known &= (v as u32 <= INLINE_LEN) & (elo == lo) & (ehi == hi) & (c != EMPTY);
+            c
+        }));
+        known
     }
 
     /// The strings of every code, in code order.
@@ -188,6 +210,21 @@ fn slot(lo: u64, hi: u64, mask: usize) -> usize {
 mod tests {
     use super::*;
     use datafusion::arrow::array::AsArray;
+
+    /// The branch-free pass for known keys: the empty string (whose view
+    /// equals an empty slot's), a new key in a later batch, a long key.
+    #[test]
+    fn known_keys_pass_falls_back_on_new_keys() {
+        let mut keys = ViewKeys::default();
+        let mut ids = vec![];
+        let batches: [&[&str]; 4] = [&["", "a"], &["a", "", "a"], &["b", "", "a"], &["a", "a long string, over 12", "b", ""]];
+        let want: [&[u32]; 4] = [&[0, 1], &[1, 0, 1], &[2, 0, 1], &[1, 3, 2, 0]];
+        for (batch, want) in batches.iter().zip(want) {
+            keys.intern(&StringViewArray::from(batch.to_vec()), &mut ids);
+            assert_eq!(ids, want, "{batch:?}");
+        }
+        assert_eq!(keys.len(), 4);
+    }
 
     #[test]
     fn short_long_and_null_strings_keep_their_codes_across_batches() {
