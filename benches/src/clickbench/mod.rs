@@ -58,13 +58,14 @@ impl QueryRuns {
     }
 }
 
-/// Runs every query `runs` times in a row on each context, timing
-/// planning, execution and collecting the result: one `Vec` per context.
+/// Runs every query `runs` times on each context, timing planning,
+/// execution and collecting the result: one `Vec` per context.
 ///
-/// The contexts take turns per query (query `i` starts with context
-/// `i % n`), so that no configuration always runs first in the process and
-/// pays alone for whatever the query before left behind (allocator state,
-/// caches).
+/// The contexts take turns run by run (cold runs first, then the hot
+/// ones), and which one starts rotates per query: a configuration running
+/// a query alone in a row would pay for the memory the query needs to grow
+/// into while the next one reuses it, and its hot runs would be measured
+/// against the other's.
 pub async fn run_all(ctxs: &[SessionContext], runs: usize, only: Option<&[usize]>) -> Vec<Vec<QueryRuns>> {
     let mut out: Vec<Vec<QueryRuns>> = ctxs.iter().map(|_| vec![]).collect();
     for (i, q) in queries().into_iter().enumerate() {
@@ -74,13 +75,15 @@ pub async fn run_all(ctxs: &[SessionContext], runs: usize, only: Option<&[usize]
             }
             continue;
         }
-        let mut results: Vec<Option<QueryRuns>> = ctxs.iter().map(|_| None).collect();
-        for turn in 0..ctxs.len() {
-            let c = (i + turn) % ctxs.len();
-            results[c] = Some(run_query(&ctxs[c], q, runs).await);
+        let mut results: Vec<QueryRuns> =
+            ctxs.iter().map(|_| QueryRuns { times: vec![], rows: None, error: None }).collect();
+        for _ in 0..runs {
+            for turn in 0..ctxs.len() {
+                let c = (i + turn) % ctxs.len();
+                run_once(&ctxs[c], q, &mut results[c]).await;
+            }
         }
         for (o, r) in out.iter_mut().zip(results) {
-            let r = r.expect("every context ran");
             eprintln!("clickbench: Q{i}: {:?}", r.times);
             o.push(r);
         }
@@ -88,24 +91,20 @@ pub async fn run_all(ctxs: &[SessionContext], runs: usize, only: Option<&[usize]
     out
 }
 
-/// One query `runs` times on one context.
-async fn run_query(ctx: &SessionContext, q: &str, runs: usize) -> QueryRuns {
-    let mut r = QueryRuns { times: vec![], rows: None, error: None };
-    for _ in 0..runs {
-        let start = Instant::now();
-        let got: Result<Vec<RecordBatch>> = async { ctx.tsjoin_sql(q).await?.collect().await }.await;
-        match got {
-            Ok(batches) => {
-                r.times.push(Some(start.elapsed().as_secs_f64()));
-                r.rows.get_or_insert(batches.iter().map(|b| b.num_rows()).sum());
-            }
-            Err(e) => {
-                r.times.push(None);
-                r.error.get_or_insert(e.to_string());
-            }
+/// One run of query `q` on `ctx`, recorded in `r`.
+async fn run_once(ctx: &SessionContext, q: &str, r: &mut QueryRuns) {
+    let start = Instant::now();
+    let got: Result<Vec<RecordBatch>> = async { ctx.tsjoin_sql(q).await?.collect().await }.await;
+    match got {
+        Ok(batches) => {
+            r.times.push(Some(start.elapsed().as_secs_f64()));
+            r.rows.get_or_insert(batches.iter().map(|b| b.num_rows()).sum());
+        }
+        Err(e) => {
+            r.times.push(None);
+            r.error.get_or_insert(e.to_string());
         }
     }
-    r
 }
 
 /// A result file in ClickBench's format.

@@ -95,6 +95,9 @@ impl ViewKeys {
             return false;
         }
         let (entries, mask, mut known) = (&self.entries, self.mask, true);
+        // Views are compared as they come: one with stray bytes in its
+        // padding (see `unpadded`) is not found here and takes the slow
+        // path, which clears them.
         ids.extend(views.iter().map(|&v| {
             let (lo, hi) = (v as u64, (v >> 64) as u64);
             let (elo, ehi, c) = entries[slot(lo, hi, mask)];
@@ -136,7 +139,7 @@ impl ViewKeys {
     fn code(&mut self, a: &StringViewArray, i: usize, view: u128) -> u32 {
         let len = view as u32;
         let tag = if len <= INLINE_LEN {
-            view
+            unpadded(view)
         } else {
             let h = REPARTITION_RANDOM_STATE.random_state().hash_one(a.value(i).as_bytes());
             ((h as u128) << 64) | len as u128
@@ -200,6 +203,25 @@ impl ViewKeys {
     }
 }
 
+/// An inline view with the bytes past its string zeroed (the format asks
+/// producers to zero them but does not check): equal strings, equal views.
+/// Views of longer strings come back whole.
+#[inline(always)]
+fn unpadded(view: u128) -> u128 {
+    view & PADDING_MASKS[(view as u32).min(INLINE_LEN) as usize]
+}
+
+/// The bits of a view that hold a string of each length up to 12.
+static PADDING_MASKS: [u128; INLINE_LEN as usize + 1] = {
+    let mut masks = [0u128; INLINE_LEN as usize + 1];
+    let mut len = 0;
+    while len <= INLINE_LEN as usize {
+        masks[len] = u128::MAX >> (8 * (INLINE_LEN as usize - len));
+        len += 1;
+    }
+    masks
+};
+
 /// Table slot of a tag: both halves folded, then a multiplicative hash.
 #[inline(always)]
 fn slot(lo: u64, hi: u64, mask: usize) -> usize {
@@ -224,6 +246,12 @@ mod tests {
             assert_eq!(ids, want, "{batch:?}");
         }
         assert_eq!(keys.len(), 4);
+        // "a" again, with garbage in its view's padding.
+        let padded = (1u128 | (b'a' as u128) << 32) | (0xABu128 << 48);
+        // SAFETY: an inline view of the valid string "a"; no buffers needed.
+        let odd = unsafe { StringViewArray::new_unchecked(vec![padded].into(), vec![], None) };
+        keys.intern(&odd, &mut ids);
+        assert_eq!(ids, [1]);
     }
 
     #[test]
