@@ -115,6 +115,10 @@ struct RunArgs {
     /// Skip the Python peers (DuckDB, chdb, Polars).
     #[arg(long)]
     no_peers: bool,
+    /// Which Python peers run (DuckDB's window rewrite alone takes minutes
+    /// at 5M trades).
+    #[arg(long, value_delimiter = ',', default_value = "duckdb,chdb,polars")]
+    peers: Vec<String>,
     /// Where the JSON and markdown results go.
     #[arg(long, default_value = "benches/results/window_join")]
     out: PathBuf,
@@ -157,12 +161,13 @@ fn machine() -> Value {
 
 /// Runs `benches/peers/window_join.py`; missing Python or packages give
 /// notes, not failures.
-fn peers(data: &Path, threads: usize, runs: usize, queries: &[String]) -> (Vec<Measurement>, Vec<String>) {
+fn peers(data: &Path, threads: usize, runs: usize, queries: &[String], engines: &[String]) -> (Vec<Measurement>, Vec<String>) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/window_join.py");
     let output = std::process::Command::new("python3")
         .arg(&script)
         .args(["--data", data.to_str().unwrap_or(".")])
         .args(["--threads", &threads.to_string(), "--runs", &runs.to_string(), "--queries", &queries.join(",")])
+        .args(["--engines", &engines.join(",")])
         .stderr(std::process::Stdio::inherit())
         .output();
     let output = match output {
@@ -220,7 +225,7 @@ async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
     }
     let mut notes = vec![];
     if !run.no_peers {
-        let (ms, n) = peers(&data, threads, peer_runs, &run.queries);
+        let (ms, n) = peers(&data, threads, peer_runs, &run.queries, &run.peers);
         results.extend(ms);
         notes.extend(n);
     }

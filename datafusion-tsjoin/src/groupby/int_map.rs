@@ -169,6 +169,8 @@ impl IntKeys {
             None => match &mut self.table {
                 // The common case gets its own loop: no table dispatch, no
                 // capacity checks on `ids`.
+                // Big tables get loops of their own (one loop testing a
+                // size flag per row measured 25% slower on 5M distinct keys).
                 Table::Direct { base, slots } if slots.len() >= PREFETCH_MIN_SLOTS => {
                     // As for the hashed table below.
                     let (base, values) = (*base, &mut self.values);

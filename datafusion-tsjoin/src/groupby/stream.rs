@@ -322,23 +322,19 @@ fn emit(
     if counts.is_empty() {
         return Ok(vec![]);
     }
+    // `count(*)` columns (`None` here) are the group counts themselves,
+    // taken over once the other aggregates no longer need them.
+    let evaluated = aggs
+        .iter()
+        .zip(states)
+        .map(|(agg, state)| match state {
+            State::CountStar => Ok(None),
+            state => state.evaluate(agg, &counts).map(Some),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let counts = counts_array(counts);
     let mut columns = keys;
-    let mut count_stars = vec![];
-    for (agg, state) in aggs.iter().zip(states) {
-        if let State::CountStar = state {
-            // Filled below with the group counts themselves.
-            count_stars.push(columns.len());
-            columns.push(Arc::new(UInt32Array::from(Vec::<u32>::new())));
-        } else {
-            columns.push(state.evaluate(agg, &counts)?);
-        }
-    }
-    if !count_stars.is_empty() {
-        let array = counts_array(counts);
-        for i in count_stars {
-            columns[i] = Arc::clone(&array);
-        }
-    }
+    columns.extend(evaluated.into_iter().map(|c| c.unwrap_or_else(|| Arc::clone(&counts))));
     let batch = RecordBatch::try_new(Arc::clone(schema), columns)?;
     let batch_size = batch_size.max(1);
     Ok((0..batch.num_rows()).step_by(batch_size).map(|s| batch.slice(s, batch_size.min(batch.num_rows() - s))).collect())
