@@ -97,7 +97,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let only = args.only.as_deref();
     let mut configs: Vec<(String, Vec<QueryRuns>)> = vec![];
     let ours = [("tsjoin", "tsjoin", true), ("DataFusion 55", "datafusion", false)];
-    eprintln!("clickbench: tsjoin and DataFusion, taking turns per query");
+    eprintln!("clickbench: tsjoin and DataFusion, taking turns run by run");
     let mut ctxs = vec![];
     for (_, _, tsjoin) in ours {
         ctxs.push(session(&files, threads, tsjoin).await?);
