@@ -45,6 +45,10 @@ extensions_options! {
         /// tables (benches/README.md), so single integer and dictionary
         /// keys are where the inline aggregate replaces DataFusion's.
         pub inline_aggregate_all_keys: bool, default = false
+        /// Let the inline aggregate read a dictionary-encoded integer key
+        /// straight from its Parquet codes (phase 1 skips the scan's
+        /// decoding of the key; see `groupby::dictionary_scan`).
+        pub inline_aggregate_dictionary_scan: bool, default = true
     }
 }
 

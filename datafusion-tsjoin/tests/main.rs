@@ -1,6 +1,7 @@
 //! All integration tests in one binary (each test binary links DataFusion).
 
 mod codec;
+mod dictionary_scan;
 mod differential;
 mod groupby;
 mod limits;

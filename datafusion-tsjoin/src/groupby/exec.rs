@@ -2,6 +2,7 @@
 //! two-phase design.
 
 use super::accumulate::InlineAgg;
+use super::dictionary_scan::DictionaryScan;
 use super::keys::KeyShape;
 use super::stream::{Partial, inline_aggregate_stream};
 use datafusion::arrow::datatypes::SchemaRef;
@@ -31,8 +32,13 @@ use tokio::sync::OnceCell;
 /// merges its share and emits it. Memory is accounted in the session's
 /// pool; over budget the query fails with a resources-exhausted error.
 ///
+/// Over Parquet files whose integer key is dictionary-encoded, phase 1
+/// reads the key's codes itself ([`DictionaryScan`]; setting
+/// `tsjoin.inline_aggregate_dictionary_scan`).
+///
 /// Made by [`super::InlineAggregateRule`]; EXPLAIN shows
-/// `InlineAggregateExec: gby=[…], aggr=[…], keys=int|dictionary|general`.
+/// `InlineAggregateExec: gby=[…], aggr=[…], keys=int|dictionary|general`,
+/// plus `, scan=parquet codes` when phase 1 may read the codes.
 #[derive(Debug)]
 pub struct InlineAggregateExec {
     pub(crate) input: Arc<dyn ExecutionPlan>,
@@ -41,6 +47,8 @@ pub struct InlineAggregateExec {
     pub(crate) aggs: Vec<InlineAgg>,
     pub(crate) schema: SchemaRef,
     pub(crate) shape: KeyShape,
+    /// Phase 1 from the Parquet files' dictionary codes, when it qualifies.
+    pub(crate) dictionary: Option<DictionaryScan>,
     /// Phase 1's tables, built once and shared by the output partitions.
     pub(crate) partials: Arc<OnceCell<Arc<Vec<Partial>>>>,
     pub(crate) metrics: ExecutionPlanMetricsSet,
@@ -61,7 +69,9 @@ impl InlineAggregateExec {
         if schema.fields().len() != group_exprs.len() + aggs.len() {
             return internal_err!("InlineAggregateExec: schema does not match keys and aggregates");
         }
+        let dictionary = DictionaryScan::try_new(&input, &group_exprs, &aggs);
         Ok(Self {
+            dictionary,
             input,
             group_exprs,
             aggs,
@@ -89,17 +99,27 @@ impl DisplayAs for InlineAggregateExec {
         let gby: Vec<String> = self.group_exprs.iter().map(|(e, name)| format!("{e} as {name}")).collect();
         let aggr: Vec<&str> = self.aggs.iter().map(|a| a.field.name().as_str()).collect();
         match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
-                f,
-                "InlineAggregateExec: gby=[{}], aggr=[{}], keys={}",
-                gby.join(", "),
-                aggr.join(", "),
-                self.shape.name()
-            ),
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "InlineAggregateExec: gby=[{}], aggr=[{}], keys={}",
+                    gby.join(", "),
+                    aggr.join(", "),
+                    self.shape.name()
+                )?;
+                if self.dictionary.is_some() {
+                    write!(f, ", scan=parquet codes")?;
+                }
+                Ok(())
+            }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "gby=[{}]", gby.join(", "))?;
                 writeln!(f, "aggr=[{}]", aggr.join(", "))?;
-                write!(f, "keys={}", self.shape.name())
+                write!(f, "keys={}", self.shape.name())?;
+                if self.dictionary.is_some() {
+                    write!(f, "\nscan=parquet codes")?;
+                }
+                Ok(())
             }
         }
     }

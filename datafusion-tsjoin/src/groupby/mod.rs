@@ -12,10 +12,14 @@
 //! Phase 1 ([`keys`], [`int_map`]) maps each row to a dense group id per
 //! input partition; phase 2 ([`accumulate`]) folds each aggregate's input
 //! into typed per-group vectors with one tight loop; the partial tables are
-//! then merged per output partition ([`stream`]).
+//! then merged per output partition ([`stream`]). Over Parquet files with a
+//! dictionary-encoded integer key, phase 1 reads the key's codes itself
+//! ([`dictionary_scan`]).
 
 mod accumulate;
 mod composite;
+mod dictionary_codes;
+mod dictionary_scan;
 mod exec;
 mod int_map;
 mod keys;

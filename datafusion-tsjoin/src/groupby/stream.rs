@@ -10,6 +10,7 @@
 use super::accumulate::{InlineAgg, State, counts_array};
 use super::exec::InlineAggregateExec;
 use super::keys::GroupKeys;
+use crate::config::TsJoinOptions;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -35,7 +36,7 @@ pub const PROBE_ROWS: usize = 100_000;
 pub const SPOOL_RATIO: f64 = 0.8;
 
 /// What both phases need of the operator.
-struct Spec {
+pub(super) struct Spec {
     group_exprs: Vec<Arc<dyn PhysicalExpr>>,
     key_types: Vec<DataType>,
     aggs: Vec<InlineAgg>,
@@ -69,26 +70,26 @@ impl Rows {
 }
 
 /// Groups with their keys, aggregate states and row counts.
-struct Table {
-    keys: GroupKeys,
+pub(super) struct Table {
+    pub(super) keys: GroupKeys,
     states: Vec<State>,
-    counts: Vec<u64>,
+    pub(super) counts: Vec<u64>,
     /// Scratch: the group ids of the last interned rows.
-    ids: Vec<u32>,
+    pub(super) ids: Vec<u32>,
 }
 
 impl Table {
-    fn new(spec: &Spec) -> Result<Self> {
+    pub(super) fn new(spec: &Spec) -> Result<Self> {
         let states =
             spec.aggs.iter().zip(&spec.arg_types).map(|(a, t)| State::new(a, t.as_ref())).collect::<Result<_>>()?;
         Ok(Self { keys: GroupKeys::try_new(&spec.key_types)?, states, counts: vec![], ids: vec![] })
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.counts.len()
     }
 
-    fn memory_size(&self) -> usize {
+    pub(super) fn memory_size(&self) -> usize {
         self.keys.memory_size()
             + self.states.iter().map(State::memory_size).sum::<usize>()
             + self.counts.capacity() * 8
@@ -97,7 +98,7 @@ impl Table {
 
     /// Makes room for `groups` groups in all, so that no state vector
     /// grows (and copies) batch by batch.
-    fn reserve(&mut self, groups: usize) {
+    pub(super) fn reserve(&mut self, groups: usize) {
         self.keys.reserve_groups(groups);
         self.counts.reserve(groups.saturating_sub(self.counts.len()));
         self.states.iter_mut().for_each(|s| s.reserve(groups));
@@ -106,7 +107,13 @@ impl Table {
     /// Aggregates rows in (`expected`: rows to come in all, 0 if unknown).
     fn update(&mut self, rows: &Rows, expected: usize) -> Result<()> {
         self.keys.intern(&rows.keys, &mut self.ids, &mut self.counts, expected)?;
-        for (state, arg) in self.states.iter_mut().zip(&rows.args) {
+        self.update_states(&rows.args)
+    }
+
+    /// Folds each aggregate's argument into its state, for rows whose group
+    /// ids are in `self.ids` (and already counted).
+    pub(super) fn update_states(&mut self, args: &[Option<ArrayRef>]) -> Result<()> {
+        for (state, arg) in self.states.iter_mut().zip(args) {
             state.update(&self.ids, arg.as_ref(), &self.counts)?;
         }
         Ok(())
@@ -173,12 +180,48 @@ pub(crate) fn inline_aggregate_stream(
     let phase1_time: Time = MetricBuilder::new(&exec.metrics).subset_time("phase1_time", partition);
     let merge_time: Time = MetricBuilder::new(&exec.metrics).subset_time("merge_time", partition);
     let (cell, input, schema) = (Arc::clone(&exec.partials), Arc::clone(&exec.input), Arc::clone(&exec.schema));
+    let use_codes = context
+        .session_config()
+        .options()
+        .extensions
+        .get::<TsJoinOptions>()
+        .is_none_or(|o| o.inline_aggregate_dictionary_scan);
+    let dictionary = exec.dictionary.clone().filter(|_| use_codes);
+    let metrics = exec.metrics.clone();
+    let code_rows = MetricBuilder::new(&exec.metrics).counter("dictionary_scan_rows", partition);
     let out_schema = Arc::clone(&schema);
     let batch_size = context.session_config().batch_size();
     let stream = stream::once(async move {
         let partials = cell
             .get_or_try_init(|| async {
                 let _timer = phase1_time.timer();
+                let work = match &dictionary {
+                    Some(scan) => scan.prepare(&context, &metrics).await?.map(Arc::new),
+                    None => None,
+                };
+                if let (Some(scan), Some(work)) = (&dictionary, work) {
+                    let names: Arc<Vec<Option<String>>> = Arc::new(scan.arg_names().map(|n| n.map(str::to_string)).collect());
+                    let mut tasks = vec![];
+                    for p in 0..input.output_partitioning().partition_count() {
+                        let (work, spec, names) = (Arc::clone(&work), Arc::clone(&spec), Arc::clone(&names));
+                        let reservation =
+                            MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
+                        tasks.push(SpawnedTask::spawn(async move {
+                            let mut table = Table::new(&spec)?;
+                            let names: Vec<Option<&str>> = names.iter().map(|n| n.as_deref()).collect();
+                            let rows = work.run(&mut table, &names, batch_size, &reservation).await?;
+                            let none = (0..spec.outputs).map(|_| vec![]).collect();
+                            Ok::<_, DataFusionError>((rows, finish(table, &spec, none, reservation)?))
+                        }));
+                    }
+                    let mut partials = Vec::with_capacity(tasks.len());
+                    for task in tasks {
+                        let (rows, partial) = task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+                        code_rows.add(rows);
+                        partials.push(partial);
+                    }
+                    return Ok(Arc::new(partials));
+                }
                 let mut tasks = vec![];
                 for p in 0..input.output_partitioning().partition_count() {
                     let stream = input.execute(p, Arc::clone(&context))?;
@@ -241,6 +284,12 @@ async fn aggregate_partition(
         }
         reservation.try_resize(table.memory_size() + spooled_size)?;
     }
+    finish(table, &spec, spooled, reservation)
+}
+
+/// A finished phase-1 table and the rows it passed on (by output
+/// partition) as a [`Partial`].
+fn finish(mut table: Table, spec: &Spec, spooled: Vec<Vec<Rows>>, reservation: MemoryReservation) -> Result<Partial> {
     let keys = table.keys.emit()?;
     let partition = if spec.outputs > 1 { output_partitions(&keys, table.len(), spec.outputs)? } else { vec![] };
     Ok(Partial { keys, states: table.states, counts: table.counts, partition, spooled, _reservation: reservation })

@@ -1,6 +1,8 @@
-//! Hand-written slice kernels for the WINDOW JOIN fast path.
+//! Hand-written kernels: slice reductions for the WINDOW JOIN fast path,
+//! and Parquet's RLE / bit-packing hybrid decoding ([`rle`]) for the
+//! grouped aggregate's dictionary scan.
 //!
-//! Each kernel reduces one contiguous slice (one window of one key) to a
+//! Each slice kernel reduces one contiguous slice (one window of one key) to a
 //! single value. There are two implementations with **the same lane order**:
 //! [`scalar`] (portable, also used under `cfg(miri)`) and [`avx2`]
 //! (`x86_64` with AVX2, detected at run time once). Both give bit-identical
@@ -26,6 +28,7 @@ pub mod avx2;
 pub mod block_sums;
 pub mod block_table;
 pub mod prefix;
+pub mod rle;
 pub mod scalar;
 
 use std::sync::OnceLock;

@@ -1,0 +1,376 @@
+//! [`KeyChunk`]: one Parquet column chunk of an integer group key, read as
+//! group ids straight from its dictionary codes.
+//!
+//! Each dictionary entry is interned once, the first time a row refers to
+//! it; after that a row costs one code decode and one table read. A
+//! count-only query does not even do that: it histograms the codes (an RLE
+//! run adds its length at once) and adds the histogram to the groups.
+//! Pages that fell back to PLAIN are decoded and interned like any batch.
+
+use super::accumulate::count_ids;
+use super::keys::GroupKeys;
+use crate::kernels::rle::HybridDecoder;
+use datafusion::arrow::array::{ArrayRef, Int64Array, new_null_array};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::parquet::basic::Encoding;
+use datafusion::parquet::column::page::{Page, PageReader};
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Group of a dictionary entry no row has used yet.
+const UNMAPPED: u32 = u32::MAX;
+/// Widest codes looked up through a padded table (4 MiB of `u32`).
+const MAX_PADDED_WIDTH: u32 = 20;
+
+fn corrupt(what: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::External(format!("corrupt Parquet key column: {what}").into())
+}
+
+/// Where the current data page's values stand.
+enum Values {
+    /// Dictionary codes.
+    Codes(HybridDecoder<Bytes>),
+    /// PLAIN values from byte `.1` on.
+    Plain(Bytes, usize),
+}
+
+/// The data page being read.
+struct PageState {
+    rows_left: usize,
+    /// Definition levels (0: NULL) when the column is nullable.
+    levels: Option<HybridDecoder<Bytes>>,
+    values: Values,
+}
+
+/// One column chunk of an INT32 or INT64 key.
+pub(super) struct KeyChunk {
+    pages: Box<dyn PageReader>,
+    int32: bool,
+    nullable: bool,
+    /// Dictionary values and the group of each ([`UNMAPPED`] until used).
+    dict: Vec<i64>,
+    groups: Vec<u32>,
+    /// Rows per dictionary entry, in count-only reading.
+    hist: Vec<u64>,
+    /// `groups` padded with [`UNMAPPED`] to every code of the page's bit
+    /// width, so that decoding can look codes up unchecked
+    /// ([`Self::mapped`]); rebuilt when stale.
+    padded: Vec<u32>,
+    padded_stale: bool,
+    /// The last batch brought entries new to the chunk.
+    expect_new: bool,
+    page: Option<PageState>,
+    levels: Vec<u32>,
+    codes: Vec<u32>,
+    scratch: Vec<u32>,
+}
+
+impl KeyChunk {
+    /// A reader over `pages` of a flat INT32 (`int32`) or INT64 column,
+    /// nullable when its max definition level is 1.
+    pub(super) fn new(pages: Box<dyn PageReader>, int32: bool, nullable: bool) -> Self {
+        Self {
+            pages,
+            int32,
+            nullable,
+            dict: vec![],
+            groups: vec![],
+            hist: vec![],
+            padded: vec![],
+            padded_stale: true,
+            expect_new: false,
+            page: None,
+            levels: vec![],
+            codes: vec![],
+            scratch: vec![],
+        }
+    }
+
+    /// `n` PLAIN little-endian INT32 (`int32`) or INT64 values as `i64`.
+    fn plain(int32: bool, bytes: &[u8], n: usize) -> Result<Vec<i64>> {
+        let w = if int32 { 4 } else { 8 };
+        let bytes = bytes.get(..n * w).ok_or_else(|| corrupt("PLAIN values past the end of the page"))?;
+        Ok(if int32 {
+            bytes.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect()
+        } else {
+            bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
+        })
+    }
+
+    /// Moves to the next data page, taking in a dictionary page on the way.
+    /// `false` when the chunk has no more pages.
+    fn next_page(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<bool> {
+        loop {
+            let page = self.pages.get_next_page().map_err(|e| DataFusionError::External(Box::new(e)))?;
+            let (rows, encoding, levels, values) = match page {
+                None => return Ok(false),
+                Some(Page::DictionaryPage { buf, num_values, encoding, .. }) => {
+                    if !matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY) {
+                        return Err(corrupt(format!("dictionary page encoded as {encoding}")));
+                    }
+                    // Rows counted against the old dictionary go to its groups.
+                    self.flush_hist(keys, counts)?;
+                    self.dict = Self::plain(self.int32, &buf, num_values as usize)?;
+                    self.groups = vec![UNMAPPED; self.dict.len()];
+                    self.padded_stale = true;
+                    continue;
+                }
+                Some(Page::DataPage { buf, num_values, encoding, def_level_encoding, .. }) => {
+                    if !self.nullable {
+                        (num_values, encoding, None, buf)
+                    } else {
+                        if def_level_encoding != Encoding::RLE {
+                            return Err(corrupt(format!("definition levels encoded as {def_level_encoding}")));
+                        }
+                        let len = buf.get(..4).ok_or_else(|| corrupt("page too short"))?;
+                        let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                        let levels = buf.get(4..4 + len).ok_or_else(|| corrupt("levels past the end"))?;
+                        (num_values, encoding, Some(buf.slice_ref(levels)), buf.slice(4 + len..))
+                    }
+                }
+                Some(Page::DataPageV2 { buf, num_values, encoding, def_levels_byte_len, rep_levels_byte_len, .. }) => {
+                    let (r, d) = (rep_levels_byte_len as usize, def_levels_byte_len as usize);
+                    if buf.len() < r + d {
+                        return Err(corrupt("levels past the end"));
+                    }
+                    let levels = self.nullable.then(|| buf.slice(r..r + d));
+                    (num_values, encoding, levels, buf.slice(r + d..))
+                }
+            };
+            let values = match encoding {
+                Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY => {
+                    // (Without a dictionary page every code is out of range.)
+                    let width = *values.first().unwrap_or(&0);
+                    Values::Codes(HybridDecoder::new(values.slice(1.min(values.len())..), width)?)
+                }
+                Encoding::PLAIN => Values::Plain(values, 0),
+                other => return Err(corrupt(format!("values encoded as {other}"))),
+            };
+            let levels = levels.map(|l| HybridDecoder::new(l, 1)).transpose()?;
+            self.page = Some(PageState { rows_left: rows as usize, levels, values });
+            return Ok(true);
+        }
+    }
+
+    /// Entries in the chunk's dictionary (read with the first data page);
+    /// the groups the chunk can add at most, when all its pages hold codes.
+    pub(super) fn dictionary_len(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<usize> {
+        self.page(keys, counts)?;
+        Ok(self.dict.len())
+    }
+
+    /// The current page, moving on when it is used up; an error when the
+    /// chunk ends first (the footer promised more rows).
+    fn page(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<()> {
+        while self.page.as_ref().is_none_or(|p| p.rows_left == 0) {
+            if !self.next_page(keys, counts)? {
+                return Err(corrupt("fewer values than the row group has rows"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the groups of the next `valid` codes of `d` to `out`, the
+    /// codes looked up as they are decoded in the groups padded to every
+    /// code the bit width allows. `false` (with `d` and `out` as they were)
+    /// when a code is new to this chunk or past the dictionary: the caller
+    /// then takes the slow way, which interns or reports it.
+    fn mapped(&mut self, d: &mut HybridDecoder<Bytes>, valid: usize, out: &mut Vec<u32>) -> Result<bool> {
+        if d.width() > MAX_PADDED_WIDTH {
+            return Ok(false);
+        }
+        let size = (1usize << d.width()).max(self.groups.len());
+        if self.padded.len() != size || self.padded_stale {
+            self.padded.clear();
+            self.padded.extend_from_slice(&self.groups);
+            self.padded.resize(size, UNMAPPED);
+            self.padded_stale = false;
+        }
+        let (again, start) = (d.clone(), out.len());
+        out.resize(start + valid, 0);
+        let padded = &self.padded;
+        let read = d.read_map(&mut out[start..], |c| padded[c as usize])?;
+        if read == valid && !out[start..].contains(&UNMAPPED) {
+            return Ok(true);
+        }
+        *d = again;
+        out.truncate(start);
+        Ok(false)
+    }
+
+    /// Appends the groups of the dictionary entries in `self.codes` to
+    /// `out`, interning the entries no row used before; `true` when there
+    /// were such entries.
+    fn map_codes(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>, out: &mut Vec<u32>) -> Result<bool> {
+        let start = out.len();
+        let mut fresh = false;
+        for &c in &self.codes {
+            let g = *self.groups.get(c as usize).ok_or_else(|| corrupt("dictionary index out of range"))?;
+            fresh |= g == UNMAPPED;
+            out.push(g);
+        }
+        if fresh {
+            let mut missing = vec![];
+            for &c in &self.codes {
+                if self.groups[c as usize] == UNMAPPED {
+                    self.groups[c as usize] = UNMAPPED - 1;
+                    missing.push(c);
+                }
+            }
+            self.intern(&missing, keys, counts)?;
+            for (o, &c) in out[start..].iter_mut().zip(&self.codes) {
+                *o = self.groups[c as usize];
+            }
+        }
+        Ok(fresh)
+    }
+
+    /// Interns dictionary entries `entries`.
+    fn intern(&mut self, entries: &[u32], keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<()> {
+        let values: ArrayRef = Arc::new(Int64Array::from_iter_values(entries.iter().map(|&c| self.dict[c as usize])));
+        keys.assign(&[values], &mut self.scratch, None, 0)?;
+        for (&c, &g) in entries.iter().zip(&self.scratch) {
+            self.groups[c as usize] = g;
+        }
+        self.padded_stale = true;
+        counts.resize(keys.len(), 0);
+        Ok(())
+    }
+
+    /// Interns PLAIN values; their groups go to `out`.
+    fn intern_plain(values: Vec<i64>, keys: &mut GroupKeys, counts: &mut Vec<u64>, out: &mut Vec<u32>) -> Result<()> {
+        let mut ids = vec![];
+        keys.assign(&[Arc::new(Int64Array::from(values)) as ArrayRef], &mut ids, None, 0)?;
+        counts.resize(keys.len(), 0);
+        out.extend(ids);
+        Ok(())
+    }
+
+    fn null_group(keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<u32> {
+        let mut id = vec![];
+        keys.assign(&[new_null_array(&DataType::Int64, 1)], &mut id, None, 0)?;
+        counts.resize(keys.len(), 0);
+        Ok(id[0])
+    }
+
+    /// The group ids of the next `n` rows into `ids` (replaced), each row
+    /// counted in `counts`.
+    pub(super) fn ids(&mut self, n: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>, ids: &mut Vec<u32>) -> Result<()> {
+        ids.clear();
+        let mut vals = Vec::with_capacity(n);
+        while ids.len() < n {
+            self.page(keys, counts)?;
+            let mut page = self.page.take().expect("a page");
+            let k = page.rows_left.min(n - ids.len());
+            page.rows_left -= k;
+            let valid = match &mut page.levels {
+                Some(levels) => {
+                    self.levels.resize(k, 0);
+                    if levels.read(&mut self.levels)? < k {
+                        return Err(corrupt("fewer definition levels than values"));
+                    }
+                    self.levels.iter().filter(|&&l| l != 0).count()
+                }
+                None => k,
+            };
+            vals.clear();
+            // Without NULLs the values' groups are the rows' groups.
+            let out = if valid == k { &mut *ids } else { &mut vals };
+            match &mut page.values {
+                Values::Codes(d) => {
+                    // While batches keep bringing new entries (a large
+                    // dictionary early in its chunk) the fast try would be
+                    // wasted: it is skipped until a batch brings none.
+                    if !(self.expect_new && d.width() <= MAX_PADDED_WIDTH) && self.mapped(d, valid, out)? {
+                        self.expect_new = false;
+                    } else {
+                        self.codes.resize(valid, 0);
+                        if d.read(&mut self.codes)? < valid {
+                            return Err(corrupt("fewer dictionary codes than values"));
+                        }
+                        self.expect_new = self.map_codes(keys, counts, out)?;
+                    }
+                }
+                Values::Plain(bytes, pos) => {
+                    let v = Self::plain(self.int32, &bytes[*pos..], valid)?;
+                    *pos += valid * if self.int32 { 4 } else { 8 };
+                    Self::intern_plain(v, keys, counts, out)?;
+                }
+            }
+            self.page = Some(page);
+            if valid != k {
+                let null = Self::null_group(keys, counts)?;
+                let mut it = vals.iter();
+                ids.extend(self.levels.iter().map(|&l| if l != 0 { *it.next().expect("one value per level") } else { null }));
+            }
+        }
+        count_ids(ids, counts);
+        Ok(())
+    }
+
+    /// Counts `rows` rows (the whole chunk) into `counts` without group ids
+    /// per row: codes go into a histogram over the dictionary.
+    pub(super) fn count(&mut self, rows: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<()> {
+        let mut left = rows;
+        while left > 0 {
+            self.page(keys, counts)?;
+            if self.hist.len() != self.dict.len() {
+                self.hist = vec![0; self.dict.len()];
+            }
+            let page = self.page.as_mut().expect("a page");
+            let k = page.rows_left.min(left);
+            page.rows_left -= k;
+            left -= k;
+            let valid = match &mut page.levels {
+                Some(levels) => {
+                    let mut valid = [0u64; 2];
+                    if levels.count(k, &mut valid)? < k {
+                        return Err(corrupt("fewer definition levels than values"));
+                    }
+                    if valid[0] > 0 {
+                        let null = Self::null_group(keys, counts)?;
+                        counts[null as usize] += valid[0];
+                    }
+                    valid[1] as usize
+                }
+                None => k,
+            };
+            match &mut page.values {
+                Values::Codes(d) => {
+                    if d.count(valid, &mut self.hist)? < valid {
+                        return Err(corrupt("fewer dictionary codes than values"));
+                    }
+                }
+                Values::Plain(bytes, pos) => {
+                    let v = Self::plain(self.int32, &bytes[*pos..], valid)?;
+                    *pos += valid * if self.int32 { 4 } else { 8 };
+                    let mut ids = vec![];
+                    Self::intern_plain(v, keys, counts, &mut ids)?;
+                    count_ids(&ids, counts);
+                }
+            }
+        }
+        self.flush_hist(keys, counts)
+    }
+
+    /// Adds the histogram to the groups of its entries and clears it.
+    fn flush_hist(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<()> {
+        if self.hist.iter().all(|&h| h == 0) {
+            return Ok(());
+        }
+        let missing: Vec<u32> = (0..self.hist.len() as u32)
+            .filter(|&c| self.hist[c as usize] > 0 && self.groups[c as usize] == UNMAPPED)
+            .collect();
+        if !missing.is_empty() {
+            self.intern(&missing, keys, counts)?;
+        }
+        for (c, h) in self.hist.iter_mut().enumerate() {
+            if *h > 0 {
+                counts[self.groups[c] as usize] += *h;
+                *h = 0;
+            }
+        }
+        Ok(())
+    }
+}
