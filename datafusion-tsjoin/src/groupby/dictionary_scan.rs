@@ -42,6 +42,7 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use bytes::Bytes;
+use futures::StreamExt;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -124,10 +125,20 @@ impl DictionaryScan {
         let mut files = Vec::with_capacity(self.files.len());
         let mut items = vec![];
         let (mut rows, mut entries) = (0u64, 0u64);
-        for file in &self.files {
-            let mut reader = factory.create_reader(0, file.clone(), file.metadata_size_hint, metrics)?;
+        // Footers are fetched a few at a time, as the scan's partitions
+        // would fetch theirs side by side.
+        let fetches: Vec<_> = self
+            .files
+            .iter()
+            .map(|file| {
+                let reader = factory.create_reader(0, file.clone(), file.metadata_size_hint, metrics);
+                async move { reader?.get_metadata(None).await.map_err(DataFusionError::from) }
+            })
+            .collect();
+        let footers: Vec<Result<_>> = futures::stream::iter(fetches).buffered(FOOTER_FETCHES).collect().await;
+        for (file, meta) in self.files.iter().zip(footers) {
             // An unreadable footer: let the scan report it as it would.
-            let Ok(meta) = reader.get_metadata(None).await else { return Ok(None) };
+            let Ok(meta) = meta else { return Ok(None) };
             let Ok(arrow) = ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new()) else { return Ok(None) };
             let Some(info) = self.file_info(file, arrow) else { return Ok(None) };
             let f = files.len();
@@ -210,6 +221,9 @@ impl DictionaryScan {
         self.args.iter().map(|a| a.as_ref().map(|(n, _)| n.as_str()))
     }
 }
+
+/// Footers fetched at once.
+const FOOTER_FETCHES: usize = 16;
 
 /// Rows per dictionary entry (over all row groups) below which a query with
 /// arguments reads decoded keys instead.
@@ -303,9 +317,10 @@ impl Work {
         let rows = meta.num_rows() as usize;
         let pages = SerializedPageReader::new(Arc::new(chunks.clone()), key, rows, None)?;
         let mut keys = KeyChunk::new(Box::new(pages), file.int32, file.nullable);
-        if rows > 0 {
+        if rows > 0 && file.args.is_some() {
             // Room for the chunk's entries up front: states grown group by
-            // group copy themselves over and over.
+            // group copy themselves over and over (count-only tables grow
+            // by the histogram's batches, no need).
             let more = keys.dictionary_len(&mut table.keys, &mut table.counts)?;
             table.reserve(table.len() + more);
         }
