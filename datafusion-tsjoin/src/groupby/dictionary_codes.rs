@@ -64,6 +64,10 @@ pub(super) struct KeyChunk {
     levels: Vec<u32>,
     codes: Vec<u32>,
     scratch: Vec<u32>,
+    /// Groups of the non-NULL rows of a batch with NULLs.
+    vals: Vec<u32>,
+    /// The NULL key's group, once met.
+    null: Option<u32>,
 }
 
 impl KeyChunk {
@@ -84,6 +88,8 @@ impl KeyChunk {
             levels: vec![],
             codes: vec![],
             scratch: vec![],
+            vals: vec![],
+            null: None,
         }
     }
 
@@ -247,18 +253,22 @@ impl KeyChunk {
         Ok(())
     }
 
-    fn null_group(keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<u32> {
-        let mut id = vec![];
-        keys.assign(&[new_null_array(&DataType::Int64, 1)], &mut id, None, 0)?;
+    /// The NULL key's group, interned the first time the chunk meets it.
+    fn null_group(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<u32> {
+        if let Some(g) = self.null {
+            return Ok(g);
+        }
+        keys.assign(&[new_null_array(&DataType::Int64, 1)], &mut self.scratch, None, 0)?;
         counts.resize(keys.len(), 0);
-        Ok(id[0])
+        self.null = Some(self.scratch[0]);
+        Ok(self.scratch[0])
     }
 
     /// The group ids of the next `n` rows into `ids` (replaced), each row
     /// counted in `counts`.
     pub(super) fn ids(&mut self, n: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>, ids: &mut Vec<u32>) -> Result<()> {
         ids.clear();
-        let mut vals = Vec::with_capacity(n);
+        let mut vals = std::mem::take(&mut self.vals);
         while ids.len() < n {
             self.page(keys, counts)?;
             let mut page = self.page.take().expect("a page");
@@ -300,11 +310,12 @@ impl KeyChunk {
             }
             self.page = Some(page);
             if valid != k {
-                let null = Self::null_group(keys, counts)?;
+                let null = self.null_group(keys, counts)?;
                 let mut it = vals.iter();
                 ids.extend(self.levels.iter().map(|&l| if l != 0 { *it.next().expect("one value per level") } else { null }));
             }
         }
+        self.vals = vals;
         count_ids(ids, counts);
         Ok(())
     }
@@ -318,7 +329,7 @@ impl KeyChunk {
             if self.hist.len() != self.dict.len() {
                 self.hist = vec![0; self.dict.len()];
             }
-            let page = self.page.as_mut().expect("a page");
+            let mut page = self.page.take().expect("a page");
             let k = page.rows_left.min(left);
             page.rows_left -= k;
             left -= k;
@@ -329,7 +340,7 @@ impl KeyChunk {
                         return Err(corrupt("fewer definition levels than values"));
                     }
                     if valid[0] > 0 {
-                        let null = Self::null_group(keys, counts)?;
+                        let null = self.null_group(keys, counts)?;
                         counts[null as usize] += valid[0];
                     }
                     valid[1] as usize
@@ -350,6 +361,7 @@ impl KeyChunk {
                     count_ids(&ids, counts);
                 }
             }
+            self.page = Some(page);
         }
         self.flush_hist(keys, counts)
     }

@@ -162,7 +162,8 @@ impl DictionaryScan {
         if self.args.iter().any(Option::is_some) && entries * MIN_ROWS_PER_ENTRY > rows {
             return Ok(None);
         }
-        Ok(Some(Work { factory, metrics: metrics.clone(), files, items, next: AtomicUsize::new(0) }))
+        let args = self.args.iter().map(|a| a.as_ref().map(|(name, _)| name.clone())).collect();
+        Ok(Some(Work { factory, metrics: metrics.clone(), files, args, items, next: AtomicUsize::new(0) }))
     }
 
     /// What reading `file` takes, when its key and arguments are the
@@ -215,11 +216,6 @@ impl DictionaryScan {
             arrow,
         })
     }
-
-    /// The argument column each aggregate reads, by name.
-    pub(crate) fn arg_names(&self) -> impl Iterator<Item = Option<&str>> {
-        self.args.iter().map(|a| a.as_ref().map(|(n, _)| n.as_str()))
-    }
 }
 
 /// Footers fetched at once.
@@ -266,6 +262,8 @@ pub(crate) struct Work {
     factory: Arc<dyn ParquetFileReaderFactory>,
     metrics: ExecutionPlanMetricsSet,
     files: Vec<FileInfo>,
+    /// Per aggregate, the column its argument reads.
+    args: Vec<Option<String>>,
     /// (file, row group) in file order.
     items: Vec<(usize, usize)>,
     next: AtomicUsize,
@@ -279,20 +277,13 @@ impl std::fmt::Debug for Work {
 
 impl Work {
     /// Aggregates row groups into `table` until none is left, its memory
-    /// accounted in `reservation`; `arg_of[i]` names aggregate `i`'s
-    /// column. Returns the rows read.
-    pub(super) async fn run(
-        &self,
-        table: &mut Table,
-        arg_of: &[Option<&str>],
-        batch_size: usize,
-        reservation: &MemoryReservation,
-    ) -> Result<usize> {
+    /// accounted in `reservation`. Returns the rows read.
+    pub(super) async fn run(&self, table: &mut Table, batch_size: usize, reservation: &MemoryReservation) -> Result<usize> {
         let mut rows = 0;
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             let Some(&(f, rg)) = self.items.get(i) else { return Ok(rows) };
-            rows += self.row_group(&self.files[f], rg, table, arg_of, batch_size).await?;
+            rows += self.row_group(&self.files[f], rg, table, batch_size).await?;
             reservation.try_resize(table.memory_size())?;
         }
     }
@@ -302,7 +293,6 @@ impl Work {
         file: &FileInfo,
         rg: usize,
         table: &mut Table,
-        arg_of: &[Option<&str>],
         batch_size: usize,
     ) -> Result<usize> {
         let meta = file.arrow.metadata().row_group(rg);
@@ -337,7 +327,8 @@ impl Work {
         for batch in reader {
             let batch = batch?;
             keys.ids(batch.num_rows(), &mut table.keys, &mut table.counts, &mut table.ids)?;
-            let args: Vec<Option<ArrayRef>> = arg_of.iter().map(|n| n.and_then(|n| batch.column_by_name(n).cloned())).collect();
+            let args: Vec<Option<ArrayRef>> =
+                self.args.iter().map(|n| n.as_deref().and_then(|n| batch.column_by_name(n).cloned())).collect();
             table.update_states(&args)?;
             read += batch.num_rows();
         }

@@ -9,6 +9,7 @@
 
 use super::accumulate::{InlineAgg, State, counts_array};
 use super::exec::InlineAggregateExec;
+use super::dictionary_scan::Work;
 use super::keys::GroupKeys;
 use crate::config::TsJoinOptions;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -199,41 +200,28 @@ pub(crate) fn inline_aggregate_stream(
                     Some(scan) => scan.prepare(&context, &metrics).await?.map(Arc::new),
                     None => None,
                 };
-                if let (Some(scan), Some(work)) = (&dictionary, work) {
-                    let names: Arc<Vec<Option<String>>> = Arc::new(scan.arg_names().map(|n| n.map(str::to_string)).collect());
-                    let mut tasks = vec![];
-                    for p in 0..input.output_partitioning().partition_count() {
-                        let (work, spec, names) = (Arc::clone(&work), Arc::clone(&spec), Arc::clone(&names));
-                        let reservation =
-                            MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
-                        tasks.push(SpawnedTask::spawn(async move {
-                            let mut table = Table::new(&spec)?;
-                            let names: Vec<Option<&str>> = names.iter().map(|n| n.as_deref()).collect();
-                            let rows = work.run(&mut table, &names, batch_size, &reservation).await?;
-                            let none = (0..spec.outputs).map(|_| vec![]).collect();
-                            Ok::<_, DataFusionError>((rows, finish(table, &spec, none, reservation)?))
-                        }));
-                    }
-                    let mut partials = Vec::with_capacity(tasks.len());
-                    for task in tasks {
-                        let (rows, partial) = task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
-                        code_rows.add(rows);
-                        partials.push(partial);
-                    }
-                    return Ok(Arc::new(partials));
-                }
+                // One task per input partition (spawned so partitions
+                // aggregate in parallel; dropping the stream aborts them):
+                // row groups from the files' codes when the dictionary scan
+                // took over, else the input partition's batches.
                 let mut tasks = vec![];
                 for p in 0..input.output_partitioning().partition_count() {
-                    let stream = input.execute(p, Arc::clone(&context))?;
                     let reservation =
                         MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
-                    // Spawned so input partitions aggregate in parallel;
-                    // dropping the stream aborts them.
-                    tasks.push(SpawnedTask::spawn(aggregate_partition(stream, Arc::clone(&spec), reservation)));
+                    let spec = Arc::clone(&spec);
+                    tasks.push(match &work {
+                        Some(work) => SpawnedTask::spawn(scan_partition(Arc::clone(work), spec, batch_size, reservation)),
+                        None => {
+                            let stream = input.execute(p, Arc::clone(&context))?;
+                            SpawnedTask::spawn(async move { Ok((0, aggregate_partition(stream, spec, reservation).await?)) })
+                        }
+                    });
                 }
                 let mut partials = Vec::with_capacity(tasks.len());
                 for task in tasks {
-                    partials.push(task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??);
+                    let (rows, partial) = task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+                    code_rows.add(rows);
+                    partials.push(partial);
                 }
                 Ok::<_, DataFusionError>(Arc::new(partials))
             })
@@ -285,6 +273,20 @@ async fn aggregate_partition(
         reservation.try_resize(table.memory_size() + spooled_size)?;
     }
     finish(table, &spec, spooled, reservation)
+}
+
+/// Phase 1 from dictionary codes: row groups from `work` until none is
+/// left. Returns the rows read and the partial table.
+async fn scan_partition(
+    work: Arc<Work>,
+    spec: Arc<Spec>,
+    batch_size: usize,
+    reservation: MemoryReservation,
+) -> Result<(usize, Partial)> {
+    let mut table = Table::new(&spec)?;
+    let rows = work.run(&mut table, batch_size, &reservation).await?;
+    let none = (0..spec.outputs).map(|_| vec![]).collect();
+    Ok((rows, finish(table, &spec, none, reservation)?))
 }
 
 /// A finished phase-1 table and the rows it passed on (by output
