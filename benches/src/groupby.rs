@@ -191,6 +191,10 @@ pub fn checksum(batches: &[RecordBatch], keys: usize) -> String {
 /// The setting that takes multi-column and string keys inline.
 pub const ALL_KEYS: &str = "tsjoin.inline_aggregate_all_keys = true";
 
+/// The setting that makes phase 1 read decoded keys instead of Parquet
+/// dictionary codes (the cells with it show what the dictionary scan buys).
+pub const NO_CODES: &str = "tsjoin.inline_aggregate_dictionary_scan = false";
+
 /// One benchmark cell: a query over one data set.
 #[derive(Debug, Clone)]
 pub struct Cell {
@@ -230,6 +234,23 @@ pub fn cells(grid_rows: &[u64], q1_rows: &[u64]) -> Vec<Cell> {
                     label: format!("{} rows, int64 key, {groups} groups, {name}", human(rows)),
                     sql: grid_sql(key, aggs),
                     settings: vec![],
+                });
+            }
+        }
+    }
+    // The dictionary scan's own effect, on the first grid size: the same
+    // low- and mid-cardinality cells with phase 1 reading decoded keys.
+    for &rows in grid_rows.iter().take(1) {
+        for (key, groups) in GRID_KEYS.iter().take(3) {
+            for (name, aggs) in GRID_AGGS.iter().take(2) {
+                out.push(Cell {
+                    table: "grid",
+                    rows,
+                    keys: vec![key],
+                    aggs: vec![if *name == "count" { "count".to_string() } else { "sum:v".to_string() }],
+                    label: format!("{} rows, int64 key, {groups} groups, {name}; {NO_CODES}", human(rows)),
+                    sql: grid_sql(key, aggs),
+                    settings: vec![NO_CODES],
                 });
             }
         }
