@@ -1,9 +1,9 @@
 //! Differential test of the inline aggregate's Parquet dictionary scan
 //! against DataFusion's own aggregate over the same files: random integer,
 //! date and timestamp keys (nullable or not), files split into byte ranges
-//! across partitions, many row groups and pages, V1 and V2 pages, with and
-//! without compression, and dictionaries that overflow into PLAIN pages
-//! (where the scan must step aside).
+//! across partitions or dealt out round-robin, many row groups and pages,
+//! V1 and V2 pages, with and without compression, and dictionaries that
+//! overflow into PLAIN pages (where the scan must step aside).
 
 use crate::support::{cell, context};
 use datafusion::arrow::array::{
@@ -107,8 +107,11 @@ async fn run_case(seed: u64) -> bool {
         w.close().unwrap();
     }
     let ctx = context(rng.random_range(1..=4));
-    // Small files still split into byte ranges across partitions.
-    ctx.tsjoin_sql("SET datafusion.optimizer.repartition_file_min_size = 1").await.unwrap();
+    // Small files split into byte ranges across partitions, or (by default,
+    // fewer files than partitions) dealt out by a round-robin repartition.
+    if rng.random_bool(0.5) {
+        ctx.tsjoin_sql("SET datafusion.optimizer.repartition_file_min_size = 1").await.unwrap();
+    }
     ctx.register_parquet("t", dir.path().to_str().unwrap(), ParquetReadOptions::default()).await.unwrap();
     let mut args_read_codes = false;
     for (with_args, sql) in [

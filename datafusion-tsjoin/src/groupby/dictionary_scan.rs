@@ -10,7 +10,8 @@
 //! never materialises a row at all. Aggregate arguments are read by
 //! arrow's Parquet reader for the same row group, batch by batch.
 //!
-//! Applies when the aggregate's input is a Parquet `DataSourceExec` with no
+//! Applies when the aggregate's input is a Parquet `DataSourceExec` (or a
+//! round-robin repartition of one) with no
 //! filter, limit, custom reader or decryption, the key is a file column of a
 //! signed integer, date or timestamp type stored as INT32/INT64, and every
 //! aggregate argument is a file column. At execution it takes over only if
@@ -40,7 +41,8 @@ use datafusion::parquet::file::reader::{ChunkReader, Length};
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use bytes::Bytes;
 use futures::StreamExt;
 use std::ops::Range;
@@ -77,6 +79,14 @@ impl DictionaryScan {
         group_exprs: &[(Arc<dyn PhysicalExpr>, String)],
         aggs: &[InlineAgg],
     ) -> Option<Self> {
+        // A round-robin repartition (few files for many partitions) only
+        // deals batches out: the files below it are the input all the same.
+        let mut input = input;
+        if let Some(r) = input.downcast_ref::<RepartitionExec>()
+            && matches!(r.partitioning(), Partitioning::RoundRobinBatch(_))
+        {
+            input = r.input();
+        }
         let (config, source) = input.downcast_ref::<DataSourceExec>()?.downcast_to_file_source::<ParquetSource>()?;
         let crypto = &source.table_parquet_options().crypto;
         if source.filter().is_some()
