@@ -35,6 +35,24 @@ enum Values {
     Plain(Bytes, usize),
 }
 
+/// `n` PLAIN little-endian INT32 (`int32`) or INT64 values as `i64`.
+fn plain(int32: bool, bytes: &[u8], n: usize) -> Result<Vec<i64>> {
+    let w = if int32 { 4 } else { 8 };
+    let bytes = bytes.get(..n * w).ok_or_else(|| corrupt("PLAIN values past the end of the page"))?;
+    Ok(if int32 {
+        bytes.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect()
+    } else {
+        bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
+    })
+}
+
+/// The next `n` values of a PLAIN page (`pos`: where they start; moved on).
+fn next_plain(int32: bool, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Vec<i64>> {
+    let v = plain(int32, bytes.get(*pos..).unwrap_or_default(), n)?;
+    *pos += n * if int32 { 4 } else { 8 };
+    Ok(v)
+}
+
 /// The data page being read.
 struct PageState {
     rows_left: usize,
@@ -93,17 +111,6 @@ impl KeyChunk {
         }
     }
 
-    /// `n` PLAIN little-endian INT32 (`int32`) or INT64 values as `i64`.
-    fn plain(int32: bool, bytes: &[u8], n: usize) -> Result<Vec<i64>> {
-        let w = if int32 { 4 } else { 8 };
-        let bytes = bytes.get(..n * w).ok_or_else(|| corrupt("PLAIN values past the end of the page"))?;
-        Ok(if int32 {
-            bytes.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect()
-        } else {
-            bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
-        })
-    }
-
     /// Moves to the next data page, taking in a dictionary page on the way.
     /// `false` when the chunk has no more pages.
     fn next_page(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<bool> {
@@ -117,7 +124,7 @@ impl KeyChunk {
                     }
                     // Rows counted against the old dictionary go to its groups.
                     self.flush_hist(keys, counts)?;
-                    self.dict = Self::plain(self.int32, &buf, num_values as usize)?;
+                    self.dict = plain(self.int32, &buf, num_values as usize)?;
                     self.groups = vec![UNMAPPED; self.dict.len()];
                     self.padded_stale = true;
                     continue;
@@ -303,9 +310,7 @@ impl KeyChunk {
                     }
                 }
                 Values::Plain(bytes, pos) => {
-                    let v = Self::plain(self.int32, &bytes[*pos..], valid)?;
-                    *pos += valid * if self.int32 { 4 } else { 8 };
-                    Self::intern_plain(v, keys, counts, out)?;
+                    Self::intern_plain(next_plain(self.int32, bytes, pos, valid)?, keys, counts, out)?;
                 }
             }
             self.page = Some(page);
@@ -354,10 +359,8 @@ impl KeyChunk {
                     }
                 }
                 Values::Plain(bytes, pos) => {
-                    let v = Self::plain(self.int32, &bytes[*pos..], valid)?;
-                    *pos += valid * if self.int32 { 4 } else { 8 };
                     let mut ids = vec![];
-                    Self::intern_plain(v, keys, counts, &mut ids)?;
+                    Self::intern_plain(next_plain(self.int32, bytes, pos, valid)?, keys, counts, &mut ids)?;
                     count_ids(&ids, counts);
                 }
             }
@@ -384,5 +387,100 @@ impl KeyChunk {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::parquet::column::page::PageMetadata;
+
+    /// Pages handed out from memory.
+    struct Pages(std::vec::IntoIter<Page>);
+
+    impl Iterator for Pages {
+        type Item = datafusion::parquet::errors::Result<Page>;
+        fn next(&mut self) -> Option<Self::Item> {
+            self.0.next().map(Ok)
+        }
+    }
+
+    impl PageReader for Pages {
+        fn get_next_page(&mut self) -> datafusion::parquet::errors::Result<Option<Page>> {
+            Ok(self.0.next())
+        }
+        fn peek_next_page(&mut self) -> datafusion::parquet::errors::Result<Option<PageMetadata>> {
+            Ok(None)
+        }
+        fn skip_next_page(&mut self) -> datafusion::parquet::errors::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A V1 data page of a nullable column: RLE definition levels with their
+    /// length prefix, then `values`.
+    fn data_page(levels: &[u8], values: &[u8], rows: u32, encoding: Encoding) -> Page {
+        let mut buf = (levels.len() as u32).to_le_bytes().to_vec();
+        buf.extend_from_slice(levels);
+        buf.extend_from_slice(values);
+        Page::DataPage {
+            buf: Bytes::from(buf),
+            num_values: rows,
+            encoding,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        }
+    }
+
+    /// Two pages of one nullable INT32 chunk: dictionary codes, then a page
+    /// that fell back to PLAIN (an entry's value repeated, a new value, a
+    /// NULL). Rows: 7, NULL, 9, 7 | 9, 11, NULL.
+    fn pages() -> Box<dyn PageReader> {
+        let dict: Vec<u8> = [7i32, 9].iter().flat_map(|v| v.to_le_bytes()).collect();
+        // Levels 1,0,1,1 (one bit-packed group); codes 0,1,0 at width 1.
+        let page1 = data_page(&[3, 0b1101], &[1, 3, 0b010], 4, Encoding::RLE_DICTIONARY);
+        // Levels 1,1,0; PLAIN 9, 11.
+        let plain: Vec<u8> = [9i32, 11].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let page2 = data_page(&[3, 0b011], &plain, 3, Encoding::PLAIN);
+        let dict = Page::DictionaryPage { buf: Bytes::from(dict), num_values: 2, encoding: Encoding::PLAIN, is_sorted: false };
+        Box::new(Pages(vec![dict, page1, page2].into_iter()))
+    }
+
+    /// Keys in group order with their counts, from a table.
+    fn groups(keys: &mut GroupKeys, counts: &[u64]) -> Vec<(Option<i64>, u64)> {
+        let k = keys.emit().unwrap();
+        let k = datafusion::arrow::compute::cast(&k[0], &DataType::Int64).unwrap();
+        let k = datafusion::arrow::array::AsArray::as_primitive::<datafusion::arrow::datatypes::Int64Type>(&k);
+        k.iter().zip(counts.iter().copied()).collect()
+    }
+
+    #[test]
+    fn codes_plain_pages_and_nulls_give_the_same_groups_both_ways() {
+        // Groups in the order rows first bring them (a batch's values before
+        // its NULL).
+        let want = vec![(Some(7), 2), (Some(9), 2), (None, 2), (Some(11), 1)];
+        // Row by row, in batches that cross the page boundary.
+        let (mut keys, mut counts, mut ids) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![], vec![]);
+        let mut chunk = KeyChunk::new(pages(), true, true);
+        let mut all = vec![];
+        for n in [3, 3, 1] {
+            chunk.ids(n, &mut keys, &mut counts, &mut ids).unwrap();
+            all.extend_from_slice(&ids);
+        }
+        assert_eq!(all, vec![0, 2, 1, 0, 1, 3, 2]);
+        assert_eq!(groups(&mut keys, &counts), want);
+        // Count-only: the same groups and counts.
+        let (mut keys, mut counts) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
+        KeyChunk::new(pages(), true, true).count(7, &mut keys, &mut counts).unwrap();
+        let mut got = groups(&mut keys, &counts);
+        got.sort();
+        let mut want = want;
+        want.sort();
+        assert_eq!(got, want);
+        // A chunk shorter than its row group is an error, not a panic.
+        let (mut keys, mut counts) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
+        let err = KeyChunk::new(pages(), true, true).count(8, &mut keys, &mut counts).unwrap_err();
+        assert!(err.to_string().contains("fewer values than the row group has rows"), "{err}");
     }
 }

@@ -365,17 +365,13 @@ struct Chunks {
 }
 
 impl Chunks {
-    fn find(&self, start: u64, len: usize) -> datafusion::parquet::errors::Result<Bytes> {
-        for (at, bytes) in &self.parts {
-            if *at <= start && start + len as u64 <= at + bytes.len() as u64 {
-                let from = (start - at) as usize;
-                return Ok(bytes.slice(from..from + len));
-            }
-        }
-        Err(datafusion::parquet::errors::ParquetError::General(format!(
-            "bytes {start}..{} were not fetched",
-            start + len as u64
-        )))
+    /// The fetched bytes from file offset `start` to the end of its chunk.
+    fn tail(&self, start: u64) -> datafusion::parquet::errors::Result<Bytes> {
+        self.parts
+            .iter()
+            .find(|(at, b)| *at <= start && start < at + b.len() as u64)
+            .map(|(at, b)| b.slice((start - at) as usize..))
+            .ok_or_else(|| datafusion::parquet::errors::ParquetError::General(format!("offset {start} was not fetched")))
     }
 }
 
@@ -390,15 +386,20 @@ impl ChunkReader for Chunks {
 
     fn get_read(&self, start: u64) -> datafusion::parquet::errors::Result<Self::T> {
         use bytes::Buf;
-        let (at, bytes) = self
-            .parts
-            .iter()
-            .find(|(at, b)| *at <= start && start < at + b.len() as u64)
-            .ok_or_else(|| datafusion::parquet::errors::ParquetError::General(format!("offset {start} was not fetched")))?;
-        Ok(bytes.slice((start - at) as usize..).reader())
+        Ok(self.tail(start)?.reader())
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> datafusion::parquet::errors::Result<Bytes> {
-        self.find(start, length)
+        if length == 0 {
+            return Ok(Bytes::new());
+        }
+        let tail = self.tail(start)?;
+        if length > tail.len() {
+            return Err(datafusion::parquet::errors::ParquetError::General(format!(
+                "bytes {start}..{} were not fetched",
+                start + length as u64
+            )));
+        }
+        Ok(tail.slice(..length))
     }
 }
