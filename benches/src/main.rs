@@ -15,6 +15,7 @@ use tsjoin_bench::generate::{Workload, generate, is_generated};
 use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
+mod scaling_cmd;
 
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
 #[global_allocator]
@@ -46,6 +47,9 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
     },
+    /// Measure the WINDOW JOIN fast path at several thread counts: q1 from
+    /// Parquet, q1 in memory (index build and probe apart), and the scan.
+    WindowJoinScaling(scaling_cmd::ScalingArgs),
     /// Run the grouped-aggregation benchmark: tsjoin's inline aggregate vs
     /// DataFusion's, DuckDB and Polars (generates the data when missing).
     Groupby(GroupbyArgs),
@@ -157,6 +161,16 @@ fn machine() -> Value {
         "kernels": datafusion_tsjoin::kernels::KernelSet::detect().name(),
         "os": std::env::consts::OS,
     })
+}
+
+/// Writes `<stem>.json` and `<stem>.md` into `out` and prints the table.
+fn write_report(out: &Path, stem: &str, json: &Value, md: &str) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    let text = serde_json::to_string_pretty(json).map_err(|e| DataFusionError::External(e.into()))?;
+    std::fs::write(out.join(format!("{stem}.json")), text)?;
+    std::fs::write(out.join(format!("{stem}.md")), md)?;
+    println!("{md}");
+    Ok(())
 }
 
 /// Runs `benches/peers/window_join.py`; missing Python or packages give
@@ -337,11 +351,7 @@ fn report(
         })).collect::<Vec<_>>(),
         "notes": notes,
     });
-    std::fs::create_dir_all(out)?;
-    let stem = format!("trades-{}", w.trades);
-    std::fs::write(out.join(format!("{stem}.json")), serde_json::to_string_pretty(&json).map_err(|e| DataFusionError::External(e.into()))?)?;
-    std::fs::write(out.join(format!("{stem}.md")), &md)?;
-    println!("{md}");
+    write_report(out, &format!("trades-{}", w.trades), &json, &md)?;
     if !mismatches.is_empty() {
         return Err(DataFusionError::Execution(format!("{} answers differ from tsjoin's", mismatches.len())));
     }
@@ -485,10 +495,7 @@ fn groupby_report(results: &[CellResult], threads: usize, runs: usize, notes: &[
         })).collect::<Vec<_>>(),
         "notes": notes,
     });
-    std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("groupby.json"), serde_json::to_string_pretty(&json).map_err(|e| DataFusionError::External(e.into()))?)?;
-    std::fs::write(out.join("groupby.md"), &md)?;
-    println!("{md}");
+    write_report(out, "groupby", &json, &md)?;
     if !mismatches.is_empty() {
         return Err(DataFusionError::Execution(format!("{} answers differ", mismatches.len())));
     }
@@ -507,6 +514,7 @@ async fn main() {
     let result = match cli.command {
         Command::Generate { data } => generate(&data.dir(), data.workload()),
         Command::WindowJoin { data, run } => window_join(data.workload(), data.dir(), run).await,
+        Command::WindowJoinScaling(args) => scaling_cmd::run(args).await,
         Command::Groupby(args) => groupby_bench(args).await,
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,

@@ -270,3 +270,49 @@ async fn window_join_matches_reference() {
         run_case(seed).await;
     }
 }
+
+/// A right side large enough for the build's parallel passes (rows placed
+/// by shares of the input, fast columns gathered and reduced over several
+/// threads): the fast path with 4 workers gives the answer of the fast path
+/// with one worker and of the general path, with the block structures read
+/// by every window and by none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_build_matches_serial_build_and_general_path() {
+    for (seed, sorted) in [(1, true), (2, false)] {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let span = 200_000;
+        let left = random_rows(&mut rng, 2000, span, 6);
+        let mut right = random_rows(&mut rng, 150_000, span, 6);
+        if sorted {
+            right.sort_by_key(|r| r.ts);
+        }
+        let shape = Shape { keyed: true, pair_filter: false, lo: -300, hi: 200, include: sorted, dynamic_lo: false };
+        let sql = shape.sql();
+        let lparts = split(&mut rng, &left, 2);
+        let rparts = split(&mut rng, &right, 4);
+        let mut answers = vec![];
+        for (fast, workers, blocks) in [(true, 4, 0), (true, 1, 0), (true, 4, 100_000), (false, 4, 0)] {
+            let ctx = context(4);
+            ctx.register_table("l", Arc::new(MemTable::try_new(schema(), lparts.clone()).unwrap())).unwrap();
+            ctx.register_table("r", Arc::new(MemTable::try_new(schema(), rparts.clone()).unwrap())).unwrap();
+            for set in [
+                format!("tsjoin.window_join_fast_path = {fast}"),
+                format!("tsjoin.window_join_workers = {workers}"),
+                format!("tsjoin.window_join_sum_prefix_min = {blocks}"),
+                format!("tsjoin.window_join_min_max_table_min = {blocks}"),
+            ] {
+                ctx.tsjoin_sql(&format!("SET {set}")).await.unwrap();
+            }
+            let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
+            let got: Vec<Vec<String>> = batches
+                .iter()
+                .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
+                .collect();
+            assert_eq!(got.len(), left.len());
+            answers.push(((fast, workers, blocks), got));
+        }
+        for (setup, got) in &answers[1..] {
+            assert!(got == &answers[0].1, "seed {seed}: {setup:?} differs from {:?}\n{sql}", answers[0].0);
+        }
+    }
+}

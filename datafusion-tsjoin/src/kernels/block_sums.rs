@@ -27,6 +27,19 @@ use super::prefix::CompensatedPrefix;
 /// Values per block.
 pub const BLOCK: usize = 64;
 
+/// The sum of each whole block of `v` (a shorter tail is left out), as
+/// [`BlockSums`] holds them.
+///
+/// ```
+/// use datafusion_tsjoin::kernels::KernelSet;
+/// use datafusion_tsjoin::kernels::block_sums::{BLOCK, block_sums};
+/// let v = vec![1.0; 2 * BLOCK + 3];
+/// assert_eq!(block_sums(&v, KernelSet::detect()), vec![BLOCK as f64; 2]);
+/// ```
+pub fn block_sums(v: &[f64], k: KernelSet) -> Vec<f64> {
+    v.chunks_exact(BLOCK).map(|b| k.sum_f64(b)).collect()
+}
+
 /// Compensated prefix sums over the block sums of a slice.
 #[derive(Debug, Clone, Default)]
 pub struct BlockSums {
@@ -36,8 +49,13 @@ pub struct BlockSums {
 impl BlockSums {
     /// Builds the block sums of `v` with the kernels `k`.
     pub fn new(v: &[f64], k: KernelSet) -> Self {
-        let sums: Vec<f64> = v.chunks_exact(BLOCK).map(|b| k.sum_f64(b)).collect();
-        Self { blocks: CompensatedPrefix::new(&sums) }
+        Self::from_block_sums(&block_sums(v, k))
+    }
+
+    /// Builds them from [`block_sums`] of the slice (which a caller may
+    /// compute in parallel, over block-aligned pieces of the slice).
+    pub fn from_block_sums(sums: &[f64]) -> Self {
+        Self { blocks: CompensatedPrefix::new(sums) }
     }
 
     /// Sum of `v[s..e]`, where `v` is the slice the sums were built from.

@@ -59,10 +59,17 @@ impl<T: Extreme> BlockMinMax<T> {
     /// positions `s..e`; `longest` is the longest range that will be
     /// queried (levels beyond it are not built).
     pub fn new(n: usize, longest: usize, partial: impl Fn(usize, usize) -> [T; 2]) -> Self {
-        let blocks = n / BLOCK;
-        let mut levels = vec![(0..blocks).map(|b| partial(b * BLOCK, (b + 1) * BLOCK)).collect::<Vec<_>>()];
+        Self::from_blocks((0..n / BLOCK).map(|b| partial(b * BLOCK, (b + 1) * BLOCK)).collect(), longest)
+    }
+
+    /// Builds the table from its first level: `blocks[b]` is `partial` over
+    /// block `b` (positions `b * BLOCK..(b + 1) * BLOCK`), every whole block
+    /// of the positions. Lets a caller reduce the blocks in parallel.
+    pub fn from_blocks(blocks: Vec<[T; 2]>, longest: usize) -> Self {
+        let n_blocks = blocks.len();
+        let mut levels = vec![blocks];
         let wanted = longest / BLOCK + 1;
-        while 1usize << levels.len() <= wanted.min(blocks) {
+        while 1usize << levels.len() <= wanted.min(n_blocks) {
             let half = 1usize << (levels.len() - 1);
             let prev = levels.last().expect("level 0");
             let next: Vec<[T; 2]> = (0..prev.len() - half).map(|b| combine(prev[b], prev[b + half])).collect();

@@ -7,26 +7,30 @@
 //!    ([`Piece`]: timestamps, key group ids from one shared interner,
 //!    per-group counts, aggregate arguments), overlapping with the scan;
 //! 2. [`assemble`] places the rows with a counting sort by group, in
-//!    parallel over the pieces. When every piece is time-ordered and the
-//!    pieces' time ranges follow each other (files split by time, the usual
-//!    layout) the result is already ordered inside each group; otherwise each
-//!    group is sorted, in parallel over groups.
+//!    parallel over shares of the input ([`super::place`]). When every
+//!    piece is time-ordered and the pieces' time ranges follow each other
+//!    (files split by time, the usual layout) the result is already ordered
+//!    inside each group and the fast columns are placed the same way;
+//!    otherwise each group is sorted, in parallel over groups, and the fast
+//!    columns are gathered by row. The fast columns are then built side by
+//!    side, each over its share of the threads.
 //!
 //! Rows are numbered piece after piece (right partition order), each piece
 //! in its input order; that number breaks timestamp ties.
 
 use super::exec::{AggInput, WindowJoinSpec};
-use super::fast::{FastAgg, FastColumn, FastPlan, NO_POSITION};
+use super::fast::{ColumnSpec, ColumnType, FastAgg, FastColumn, FastPlan, Placed};
+use super::place::{Placement, gather_column, gather_flags};
 pub(crate) use super::keys::KeyIndex;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_empty_array};
 use datafusion::arrow::compute::{cast, concat, concat_batches, filter_record_batch, kernels::numeric::mul, take};
-use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream};
-use super::par::for_group_ranges;
+use super::par::{for_group_ranges, par_each};
 use crate::kernels::KernelSet;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
@@ -102,7 +106,7 @@ pub(crate) fn eval_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> 
 }
 
 /// Group id of rows that belong to no group (NULL timestamp).
-const NO_GROUP: u32 = u32::MAX;
+pub(super) const NO_GROUP: u32 = u32::MAX;
 
 /// Key → group id for the whole build: one global [`KeyIndex`] behind a
 /// lock, fed by the pieces only with keys they have not seen before.
@@ -110,27 +114,27 @@ type SharedKeys = Arc<Mutex<KeyIndex>>;
 
 /// One right partition, reduced batch by batch.
 #[derive(Default)]
-struct Piece {
+pub(super) struct Piece {
     /// Rows that passed the right filter, NULL timestamps included.
-    rows: usize,
+    pub rows: usize,
     /// Timestamp per row (0 where NULL).
-    ts: Vec<i64>,
+    pub ts: Vec<i64>,
     /// Global group per row ([`NO_GROUP`] where the timestamp is NULL).
-    gid: Vec<u32>,
+    pub gid: Vec<u32>,
     /// Per aggregate and argument, the evaluated arrays of each batch.
     values: Vec<Vec<Vec<ArrayRef>>>,
     /// The batches themselves, when pairs are evaluated.
     batches: Vec<RecordBatch>,
-    /// What each batch's rows hold, in order.
-    spans: Vec<Span>,
+    /// What each batch's rows hold, in order (span `i` is batch `i`).
+    pub spans: Vec<Span>,
 }
 
 /// Consecutive rows of one piece and what their timestamps look like.
 #[derive(Debug, Clone, Copy)]
-struct Span {
+pub(super) struct Span {
     /// First row (of the piece) and number of rows.
-    start: usize,
-    rows: usize,
+    pub start: usize,
+    pub rows: usize,
     /// Timestamps with a value are non-decreasing in row order.
     sorted: bool,
     /// Smallest and largest timestamp (`None`: no row has one).
@@ -302,66 +306,68 @@ fn assemble(
     let n_groups = keys.as_ref().map_or(1, KeyIndex::len);
     let (units, presorted) = layout(&pieces);
     let rows: usize = pieces.iter().map(|p| p.rows).sum();
-    // Rows per group per unit: the parallel scatter's plan, when it is
-    // small enough; else one pass for the totals and a serial scatter.
-    let parallel = threads > 1 && units.len() > 1 && units.len() * n_groups <= rows;
-    let counts: Vec<Vec<u32>> = if parallel {
-        par_map(&units, threads, |u| count_groups(&pieces[u.piece].gid[u.rows.clone()], n_groups))
-    } else {
-        let mut total = vec![0u32; n_groups];
-        for piece in &pieces {
-            total = add_counts(total, &count_groups(&piece.gid, n_groups));
-        }
-        vec![total]
-    };
-    let mut group_offsets = vec![0u32; n_groups + 1];
-    for c in &counts {
-        for (g, &c) in c.iter().enumerate() {
-            group_offsets[g + 1] += c;
-        }
-    }
-    for g in 0..n_groups {
-        group_offsets[g + 1] += group_offsets[g];
-    }
-    let positions = group_offsets[n_groups] as usize;
-    reservation.try_grow(positions * 12 + rows * 4 + group_offsets.len() * 4)?;
-    let mut order = vec![0u32; positions];
-    let mut ts = vec![0i64; positions];
-    let mut position = vec![NO_POSITION; rows];
-    let bases = row_bases(&pieces);
-    if parallel {
-        scatter_parallel(&pieces, &bases, &units, &counts, &group_offsets, &mut order, &mut ts, &mut position, threads);
-    } else {
-        scatter_serial(&pieces, &bases, &units, &group_offsets, &mut order, &mut ts, &mut position);
-    }
+    // The aggregate arguments leave the pieces: [piece][agg][arg][span].
+    let mut pieces = pieces;
+    let mut piece_values: Vec<Vec<Vec<Vec<ArrayRef>>>> = pieces.iter_mut().map(|p| std::mem::take(&mut p.values)).collect();
+    let mut batches: Vec<RecordBatch> = pieces.iter_mut().flat_map(|p| std::mem::take(&mut p.batches)).collect();
+    let placement = Placement::new(&pieces, &units, n_groups, threads);
+    let positions = placement.positions();
+    // Row numbers and timestamps by position, then each fast column in
+    // turn (8 bytes and a NULL flag per position; 8 more per row while a
+    // re-sorted index gathers by row).
+    let column_bytes = fast_plan.map_or(0, |p| p.columns.len() * (positions * 9 + if presorted { 0 } else { rows * 9 }));
+    reservation.try_grow(positions * 12 + placement.offsets.len() * 4 + column_bytes)?;
+    let (mut order, mut ts, slots) = placement.rows();
+    let group_offsets = placement.offsets.clone();
     if !presorted {
         sort_groups(&mut order, &mut ts, &group_offsets, threads);
-        for (pos, &row) in order.iter().enumerate() {
-            position[row as usize] = pos as u32;
-        }
     }
+    // Each fast column placed as the rows were, while groups keep the
+    // placement's order, else gathered by row once groups are sorted; then
+    // its block structures. Columns are built side by side, sharing the
+    // threads.
+    let columns = fast_plan.map_or(&[][..], |p| p.columns.as_slice());
+    let per_column = (threads / columns.len().max(1)).max(1);
+    let build = |c: &ColumnSpec| -> Result<FastColumn> {
+        let parts: Vec<&[ArrayRef]> = piece_values.iter().map(|v| v[c.agg][0].as_slice()).collect();
+        let mut placed = Placed::default();
+        if presorted {
+            match c.ty {
+                ColumnType::Float => (placed.floats, placed.nulls) = placement.column::<Float64Type>(&parts, &slots)?,
+                ColumnType::Int => (placed.ints, placed.nulls) = placement.column::<Int64Type>(&parts, &slots)?,
+                ColumnType::NullsOnly => placed.nulls = placement.flags(&parts, &slots)?,
+            }
+        } else {
+            let parts: Vec<ArrayRef> = parts.into_iter().flat_map(|p| p.iter().cloned()).collect();
+            match c.ty {
+                ColumnType::Float => {
+                    (placed.floats, placed.nulls) = gather_column::<Float64Type>(&parts, &order, per_column)?
+                }
+                ColumnType::Int => (placed.ints, placed.nulls) = gather_column::<Int64Type>(&parts, &order, per_column)?,
+                ColumnType::NullsOnly => placed.nulls = gather_flags(&parts, &order, per_column),
+            }
+        }
+        Ok(FastColumn::build(c, placed, &group_offsets, kernels, per_column))
+    };
+    let fast = par_each(columns.iter().collect(), build).into_iter().collect::<Result<Vec<_>>>()?;
+    drop(slots);
+    drop(placement);
+    drop(pieces);
 
     // Aggregate arguments by row, where something reads them by row (the
     // general path, first/last); the rows themselves for pairs.
     let by_row = |i: usize| fast_plan.is_none_or(|p| matches!(p.aggs[i], FastAgg::Pick(..)));
     let mut values: Vec<Vec<Vec<ArrayRef>>> =
         spec.aggs.iter().map(|a| vec![vec![]; if a.input == AggInput::Right { a.args.len() } else { 0 }]).collect();
-    let mut batches = vec![];
-    for piece in pieces {
-        for (all, parts) in values.iter_mut().zip(piece.values) {
+    for piece in piece_values.iter_mut() {
+        for (all, parts) in values.iter_mut().zip(std::mem::take(piece)) {
             for (all, part) in all.iter_mut().zip(parts) {
                 all.extend(part);
             }
         }
-        batches.extend(piece.batches);
     }
     let batch = concat_batches(&schema, &batches)?;
-    drop(batches);
-    let fast = match fast_plan {
-        Some(plan) => build_columns(plan, &values, &position, &group_offsets, kernels, threads)?,
-        None => vec![],
-    };
-    drop(position);
+    batches.clear();
     let agg_values = spec
         .aggs
         .iter()
@@ -386,55 +392,12 @@ fn assemble(
     Ok(RightIndex { batch, ts, order, group_offsets, keys, agg_values, fast, _reservation: reservation })
 }
 
-/// The fast-path columns, built in parallel (one thread per column).
-fn build_columns(
-    plan: &FastPlan,
-    values: &[Vec<Vec<ArrayRef>>],
-    position: &[u32],
-    offsets: &[u32],
-    kernels: KernelSet,
-    threads: usize,
-) -> Result<Vec<FastColumn>> {
-    let build = |c: &super::fast::ColumnSpec| FastColumn::build(c, &values[c.agg][0], position, offsets, kernels);
-    if threads == 1 || plan.columns.len() == 1 {
-        return plan.columns.iter().map(build).collect();
-    }
-    par_map(&plan.columns, threads, build).into_iter().collect()
-}
-
-/// `f` over `items` on up to `threads` scoped threads, results in order.
-fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let per = items.len().div_ceil(threads.max(1)).max(1);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> =
-            items.chunks(per).map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<_>>())).collect();
-        handles.into_iter().flat_map(|h| h.join().expect("build thread panicked")).collect()
-    })
-}
-
-/// Rows with a timestamp per group among `gid`.
-fn count_groups(gid: &[u32], n_groups: usize) -> Vec<u32> {
-    let mut counts = vec![0u32; n_groups];
-    for &g in gid {
-        if g != NO_GROUP {
-            counts[g as usize] += 1;
-        }
-    }
-    counts
-}
-
-fn add_counts(mut a: Vec<u32>, b: &[u32]) -> Vec<u32> {
-    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-    a
-}
-
 /// Consecutive rows of one piece, laid out together.
 #[derive(Debug, Clone)]
-struct Unit {
-    piece: usize,
-    /// Rows of the piece.
-    rows: std::ops::Range<usize>,
+pub(super) struct Unit {
+    pub piece: usize,
+    /// Rows of the piece: whole spans.
+    pub rows: std::ops::Range<usize>,
 }
 
 /// The order to lay rows out in, as units, and whether that order leaves
@@ -479,119 +442,6 @@ fn layout(pieces: &[Piece]) -> (Vec<Unit>, bool) {
         }
     }
     (units, true)
-}
-
-/// First row number of each piece (rows are numbered piece after piece).
-fn row_bases(pieces: &[Piece]) -> Vec<usize> {
-    let mut base = 0usize;
-    pieces
-        .iter()
-        .map(|p| {
-            base += p.rows;
-            base - p.rows
-        })
-        .collect()
-}
-
-/// Counting sort of the units' rows into their groups' positions, unit
-/// after unit; `position[row]` gets each row's position.
-fn scatter_serial(
-    pieces: &[Piece],
-    bases: &[usize],
-    units: &[Unit],
-    offsets: &[u32],
-    order: &mut [u32],
-    ts: &mut [i64],
-    position: &mut [u32],
-) {
-    let mut cursor = offsets.to_vec();
-    for u in units {
-        let piece = &pieces[u.piece];
-        for row in u.rows.clone() {
-            let g = piece.gid[row];
-            if g != NO_GROUP {
-                let pos = cursor[g as usize] as usize;
-                let global = bases[u.piece] + row;
-                order[pos] = global as u32;
-                ts[pos] = piece.ts[row];
-                position[global] = pos as u32;
-                cursor[g as usize] += 1;
-            }
-        }
-    }
-}
-
-/// [`scatter_serial`] with the units in parallel: each group's positions
-/// are cut into one run per unit (`counts[u][g]` long, in unit order), so
-/// every unit writes its own runs and its own rows of `position`.
-#[allow(clippy::too_many_arguments)]
-fn scatter_parallel(
-    pieces: &[Piece],
-    bases: &[usize],
-    units: &[Unit],
-    counts: &[Vec<u32>],
-    offsets: &[u32],
-    order: &mut [u32],
-    ts: &mut [i64],
-    position: &mut [u32],
-    threads: usize,
-) {
-    /// One unit's share of one group: its positions, from `first`.
-    struct Run<'a> {
-        order: &'a mut [u32],
-        ts: &'a mut [i64],
-        first: u32,
-        filled: usize,
-    }
-    let n_groups = offsets.len() - 1;
-    let mut runs: Vec<Vec<Run>> = units.iter().map(|_| Vec::with_capacity(n_groups)).collect();
-    let (mut order, mut ts) = (order, ts);
-    for g in 0..n_groups {
-        let mut first = offsets[g];
-        for (u, c) in counts.iter().enumerate() {
-            let c = c[g] as usize;
-            let (o, rest_o) = std::mem::take(&mut order).split_at_mut(c);
-            let (t, rest_t) = std::mem::take(&mut ts).split_at_mut(c);
-            (order, ts) = (rest_o, rest_t);
-            runs[u].push(Run { order: o, ts: t, first, filled: 0 });
-            first += c as u32;
-        }
-    }
-    // Each unit's rows of `position` (units cover disjoint rows).
-    let mut by_row: Vec<usize> = (0..units.len()).collect();
-    by_row.sort_unstable_by_key(|&u| bases[units[u].piece] + units[u].rows.start);
-    let mut rows_of: Vec<&mut [u32]> = units.iter().map(|_| Default::default()).collect();
-    let (mut rest, mut at) = (position, 0);
-    for u in by_row {
-        let start = bases[units[u].piece] + units[u].rows.start;
-        let (_, tail) = std::mem::take(&mut rest).split_at_mut(start - at);
-        let (mine, tail) = tail.split_at_mut(units[u].rows.len());
-        rows_of[u] = mine;
-        rest = tail;
-        at = start + units[u].rows.len();
-    }
-    let mut work: Vec<_> = units.iter().zip(runs).zip(rows_of).collect();
-    let per = work.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        while !work.is_empty() {
-            let chunk: Vec<_> = work.drain(..per.min(work.len())).collect();
-            scope.spawn(move || {
-                for ((u, mut runs), rows) in chunk {
-                    let piece = &pieces[u.piece];
-                    for (k, row) in u.rows.clone().enumerate() {
-                        let g = piece.gid[row];
-                        if g != NO_GROUP {
-                            let run = &mut runs[g as usize];
-                            run.order[run.filled] = (bases[u.piece] + row) as u32;
-                            run.ts[run.filled] = piece.ts[row];
-                            rows[k] = run.first + run.filled as u32;
-                            run.filled += 1;
-                        }
-                    }
-                }
-            });
-        }
-    });
 }
 
 /// Concatenates the per-batch parts of one array (empty input: an empty array).

@@ -7,8 +7,8 @@
 //! ```text
 //! SQL ── sql::rewrite ──▶ WindowJoinNode ── WindowJoinPlanner ──▶ WindowJoinExec
 //!                        (logical.rs)       (planner.rs)          (exec.rs, stream.rs,
-//!                                                                  build.rs, probe.rs,
-//!                                                                  aggregate.rs, fast.rs)
+//!                                                                  build.rs, place.rs, probe.rs,
+//!                                                                  aggregate.rs, fast/)
 //! ```
 
 mod aggregate;
@@ -19,6 +19,7 @@ mod fast;
 mod keys;
 mod logical;
 mod par;
+mod place;
 mod planner;
 mod probe;
 mod pushdown;

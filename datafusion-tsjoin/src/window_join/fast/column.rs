@@ -3,15 +3,9 @@
 
 use super::{ColumnSpec, ColumnType};
 use crate::kernels::KernelSet;
-use crate::kernels::block_table::{BlockMinMax, Extreme, combine};
-use crate::kernels::block_sums::BlockSums;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, ArrowPrimitiveType};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{Float64Type, Int64Type};
-use datafusion::common::Result;
-
-/// Position of a row that is in no group (NULL timestamp).
-pub(crate) const NO_POSITION: u32 = u32::MAX;
+use crate::kernels::block_sums::{BLOCK as BLOCK_SUMS, BlockSums, block_sums};
+use crate::kernels::block_table::{BLOCK as BLOCK_TABLE, BlockMinMax, Extreme, combine};
+use crate::window_join::par::{cuts, par_fill, par_ranges};
 
 /// One aggregate argument in position order. NULL slots hold 0.
 #[derive(Debug, Default)]
@@ -32,130 +26,120 @@ pub(crate) struct FastColumn {
     int_table: Option<BlockMinMax<i64>>,
 }
 
-fn prefix_counts(n: usize, hit: impl Fn(usize) -> bool) -> Option<Vec<u32>> {
-    let mut out = Vec::with_capacity(n + 1);
-    let mut c = 0u32;
-    out.push(0);
-    for p in 0..n {
-        c += hit(p) as u32;
-        out.push(c);
+/// `out[p]` = positions `< p` where `hit(p)`, for `p` in `0..=n`; `None`
+/// when nothing hits. Two parallel passes: counts per range, then fills.
+fn prefix_counts(n: usize, threads: usize, hit: impl Fn(usize) -> bool + Sync) -> Option<Vec<u32>> {
+    let cuts = cuts(n, threads, 1);
+    let counts = par_ranges(&cuts, |_, r| r.filter(|&p| hit(p)).count() as u32);
+    let bases = running(&counts, 0, |a, b| a + b);
+    if *bases.last()? == 0 {
+        return None;
     }
-    (c > 0).then_some(out)
+    let mut out = vec![0u32; n + 1];
+    par_fill(&mut out[1..], &cuts, |i, r, chunk| {
+        let mut c = bases[i];
+        for (o, p) in chunk.iter_mut().zip(r) {
+            c += hit(p) as u32;
+            *o = c;
+        }
+    });
+    Some(out)
 }
 
-/// Writes every row's value to its position: `out[position[row]]`, rows
-/// numbered across `parts` in order (0 for NULL; rows without a position
-/// are skipped). Returns the NULL flags by position when there are NULLs.
-fn scatter<T: ArrowPrimitiveType>(
-    parts: &[ArrayRef],
-    position: &[u32],
-    out: &mut [T::Native],
-) -> Result<Option<Vec<bool>>> {
-    let mut nulls: Option<Vec<bool>> = None;
-    let mut row = 0;
-    for part in parts {
-        let v = cast(part, &T::DATA_TYPE)?;
-        let v = v.as_primitive::<T>();
-        let pos = &position[row..row + v.len()];
-        match v.nulls().filter(|n| n.null_count() > 0) {
-            None => {
-                for (&p, &x) in pos.iter().zip(v.values().iter()) {
-                    if p != NO_POSITION {
-                        out[p as usize] = x;
-                    }
-                }
-            }
-            Some(valid) => {
-                let flags = nulls.get_or_insert_with(|| vec![false; out.len()]);
-                for (i, (&p, &x)) in pos.iter().zip(v.values().iter()).enumerate() {
-                    if p != NO_POSITION {
-                        let null = valid.is_null(i);
-                        out[p as usize] = if null { T::Native::default() } else { x };
-                        flags[p as usize] = null;
-                    }
-                }
-            }
-        }
-        row += v.len();
+/// `[start, start ⊕ x0, start ⊕ x0 ⊕ x1, …]`: the running totals before
+/// each item and after the last.
+fn running<T: Copy>(items: &[T], start: T, add: impl Fn(T, T) -> T) -> Vec<T> {
+    let mut acc = start;
+    let mut out = vec![start];
+    for &x in items {
+        acc = add(acc, x);
+        out.push(acc);
     }
-    Ok(nulls)
+    out
+}
+
+/// Wrapping prefix sums: `out[p]` = sum of `v[..p]`, for `p` in `0..=len`.
+fn wrapping_prefix_sums(v: &[i64], threads: usize) -> Vec<i64> {
+    let cuts = cuts(v.len(), threads, 1);
+    let totals = par_ranges(&cuts, |_, r| v[r].iter().fold(0i64, |a, &x| a.wrapping_add(x)));
+    let bases = running(&totals, 0, i64::wrapping_add);
+    let mut out = vec![0i64; v.len() + 1];
+    par_fill(&mut out[1..], &cuts, |i, r, chunk| {
+        let mut s = bases[i];
+        for (o, &x) in chunk.iter_mut().zip(&v[r]) {
+            s = s.wrapping_add(x);
+            *o = s;
+        }
+    });
+    out
+}
+
+/// The first level of a [`BlockMinMax`] over `n` positions: `partial` over
+/// every whole block, in parallel over runs of blocks.
+fn block_level<T: Extreme>(n: usize, threads: usize, partial: impl Fn(usize, usize) -> [T; 2] + Sync) -> Vec<[T; 2]> {
+    par_ranges(&cuts(n, threads, BLOCK_TABLE), |_, r| {
+        (r.start / BLOCK_TABLE..r.end / BLOCK_TABLE).map(|b| partial(b * BLOCK_TABLE, (b + 1) * BLOCK_TABLE)).collect::<Vec<_>>()
+    })
+    .concat()
+}
+
+/// One argument's values in position order, as [`FastColumn::build`]
+/// takes them: `floats` for a float column, `ints` for an integer one
+/// (empty otherwise); 0 under NULLs, flagged in `nulls`.
+#[derive(Debug, Default)]
+pub(crate) struct Placed {
+    pub floats: Vec<f64>,
+    pub ints: Vec<i64>,
+    pub nulls: Option<Vec<bool>>,
 }
 
 impl FastColumn {
-    /// Builds the column from its argument's arrays (`parts`, rows in
-    /// order) and each row's position (`n` positions; key group `g` owns
-    /// `offsets[g]..offsets[g + 1]`), with what `spec` asks for.
+    /// Builds the column from its argument's values in position order
+    /// (`offsets[g]..offsets[g + 1]` are key group `g`'s positions) with
+    /// what `spec` asks for, on up to `threads` threads.
     pub(crate) fn build(
         spec: &ColumnSpec,
-        parts: &[ArrayRef],
-        position: &[u32],
+        placed: Placed,
         offsets: &[u32],
         kernels: KernelSet,
-    ) -> Result<Self> {
+        threads: usize,
+    ) -> Self {
         let n = *offsets.last().expect("offsets are never empty") as usize;
         // No window is longer than the longest group.
         let longest = offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
-        let mut col = FastColumn::default();
-        let flags = match spec.ty {
-            ColumnType::NullsOnly => {
-                let mut row = 0;
-                let mut flags: Option<Vec<bool>> = None;
-                for part in parts {
-                    if let Some(valid) = part.logical_nulls().filter(|n| n.null_count() > 0) {
-                        let flags = flags.get_or_insert_with(|| vec![false; n]);
-                        for (i, &p) in position[row..row + part.len()].iter().enumerate() {
-                            if p != NO_POSITION {
-                                flags[p as usize] = valid.is_null(i);
-                            }
-                        }
-                    }
-                    row += part.len();
-                }
-                flags
-            }
-            ColumnType::Float => {
-                col.floats = vec![0.0; n];
-                scatter::<Float64Type>(parts, position, &mut col.floats)?
-            }
-            ColumnType::Int => {
-                col.ints = vec![0; n];
-                scatter::<Int64Type>(parts, position, &mut col.ints)?
-            }
-        };
-        col.nulls = flags.and_then(|f| prefix_counts(n, |p| f[p]));
-        if spec.ty == ColumnType::Float && col.floats.iter().any(|x| x.is_nan()) {
-            col.nans = prefix_counts(n, |p| col.floats[p].is_nan());
+        let mut col = FastColumn { floats: placed.floats, ints: placed.ints, ..Default::default() };
+        if let Some(flags) = placed.nulls {
+            debug_assert_eq!(flags.len(), n);
+            col.nulls = prefix_counts(n, threads, |p| flags[p]);
+        }
+        if spec.ty == ColumnType::Float {
+            col.nans = prefix_counts(n, threads, |p| col.floats[p].is_nan());
         }
         if spec.prefix_sums {
             match spec.ty {
-                ColumnType::Float => col.float_sums = Some(BlockSums::new(&col.floats, kernels)),
-                ColumnType::Int => {
-                    let mut sums = Vec::with_capacity(n + 1);
-                    let mut s = 0i64;
-                    sums.push(0);
-                    for &x in &col.ints {
-                        s = s.wrapping_add(x);
-                        sums.push(s);
-                    }
-                    col.sums = Some(sums);
+                ColumnType::Float => {
+                    let v = &col.floats;
+                    let parts = par_ranges(&cuts(n, threads, BLOCK_SUMS), |_, r| block_sums(&v[r], kernels));
+                    col.float_sums = Some(BlockSums::from_block_sums(&parts.concat()));
                 }
+                ColumnType::Int => col.sums = Some(wrapping_prefix_sums(&col.ints, threads)),
                 ColumnType::NullsOnly => {}
             }
         }
         if spec.min_max {
             match spec.ty {
                 ColumnType::Float => {
-                    let table = BlockMinMax::new(n, longest, |s, e| col.float_partial(kernels, s, e));
-                    col.float_table = Some(table);
+                    let blocks = block_level(n, threads, |s, e| col.float_partial(kernels, s, e));
+                    col.float_table = Some(BlockMinMax::from_blocks(blocks, longest));
                 }
                 ColumnType::Int => {
-                    let table = BlockMinMax::new(n, longest, |s, e| col.int_partial(kernels, s, e));
-                    col.int_table = Some(table);
+                    let blocks = block_level(n, threads, |s, e| col.int_partial(kernels, s, e));
+                    col.int_table = Some(BlockMinMax::from_blocks(blocks, longest));
                 }
                 ColumnType::NullsOnly => {}
             }
         }
-        Ok(col)
+        col
     }
 
     /// Bytes held.
@@ -282,5 +266,65 @@ impl FastColumn {
             Some(t) if e - s >= table_min => t.query(s, e, |a, b| self.int_partial(k, a, b)),
             _ => self.int_partial(k, s, e),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// Random values with NULLs and NaNs in random groups.
+    fn placed(rng: &mut StdRng, n: usize, ty: ColumnType) -> (Placed, Vec<u32>) {
+        let nulls: Vec<bool> = (0..n).map(|_| rng.random_range(0..100) == 0).collect();
+        let mut p = Placed { nulls: Some(nulls.clone()), ..Default::default() };
+        match ty {
+            ColumnType::Float => {
+                p.floats = (0..n)
+                    .map(|i| match rng.random_range(0..200) {
+                        _ if nulls[i] => 0.0,
+                        0 => f64::NAN,
+                        _ => rng.random_range(-1e6..1e6),
+                    })
+                    .collect()
+            }
+            ColumnType::Int => p.ints = (0..n).map(|i| if nulls[i] { 0 } else { rng.random() }).collect(),
+            ColumnType::NullsOnly => {}
+        }
+        let mut offsets = vec![0u32];
+        while (*offsets.last().unwrap() as usize) < n {
+            let g = rng.random_range(1..=n / 3 + 1) as u32;
+            offsets.push((offsets.last().unwrap() + g).min(n as u32));
+        }
+        (p, offsets)
+    }
+
+    /// The parallel build (several threads, inputs large enough to split)
+    /// gives exactly the serial build's column, and the serial build's
+    /// prefix counts are the definition.
+    #[test]
+    fn parallel_build_equals_serial_build() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for (i, ty) in [ColumnType::Float, ColumnType::Int, ColumnType::NullsOnly, ColumnType::Float].into_iter().enumerate() {
+            let n = 150_000 + i * 1000;
+            let (p, offsets) = placed(&mut rng, n, ty);
+            let spec = ColumnSpec { agg: 0, ty, prefix_sums: true, min_max: ty != ColumnType::NullsOnly, key: String::new() };
+            let k = KernelSet::detect();
+            let copy = |p: &Placed| Placed { floats: p.floats.clone(), ints: p.ints.clone(), nulls: p.nulls.clone() };
+            let serial = FastColumn::build(&spec, copy(&p), &offsets, k, 1);
+            for threads in [2, 5, 16] {
+                let parallel = FastColumn::build(&spec, copy(&p), &offsets, k, threads);
+                assert_eq!(format!("{parallel:?}"), format!("{serial:?}"), "{ty:?}, {threads} threads");
+            }
+            let flags = p.nulls.as_ref().unwrap();
+            for q in (0..n).step_by(101) {
+                assert_eq!(serial.is_null(q), flags[q]);
+                assert_eq!(serial.nulls_in(0, q), flags[..q].iter().filter(|&&f| f).count());
+                if ty == ColumnType::Int {
+                    assert_eq!(serial.int_sum(0, q), p.ints[..q].iter().fold(0i64, |a, &x| a.wrapping_add(x)));
+                }
+            }
+        }
     }
 }

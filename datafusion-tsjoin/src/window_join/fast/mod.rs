@@ -20,7 +20,7 @@
 mod column;
 mod probe;
 
-pub(crate) use column::{FastColumn, NO_POSITION};
+pub(crate) use column::{FastColumn, Placed};
 pub(crate) use probe::probe_batch;
 
 use super::exec::{AggInput, WindowAggKind, WindowJoinSpec};
