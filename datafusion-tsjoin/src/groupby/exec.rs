@@ -4,7 +4,7 @@
 use super::accumulate::InlineAgg;
 use super::dictionary_scan::DictionaryScan;
 use super::keys::KeyShape;
-use super::stream::{Partial, inline_aggregate_stream};
+use super::stream::{Phase1, inline_aggregate_stream};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
@@ -15,8 +15,29 @@ use datafusion::physical_plan::{
     PlanProperties, SendableRecordBatchStream, apply_expression_roots,
 };
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
+
+/// One execution of an [`InlineAggregateExec`]: the phase 1 its output
+/// partitions share, and which partitions have joined it. A partition
+/// executed again starts a new run (a plan may be executed more than once).
+#[derive(Debug, Default)]
+pub(crate) struct Run {
+    pub(crate) phase1: Arc<OnceCell<Arc<Phase1>>>,
+    joined: Vec<bool>,
+}
+
+impl Run {
+    /// The phase 1 output partition `p` of `n` joins.
+    pub(crate) fn join(&mut self, p: usize, n: usize) -> Arc<OnceCell<Arc<Phase1>>> {
+        if self.joined.get(p).copied().unwrap_or(false) {
+            *self = Run::default();
+        }
+        self.joined.resize(n, false);
+        self.joined[p] = true;
+        Arc::clone(&self.phase1)
+    }
+}
 
 /// Grouped aggregation in one operator, in place of DataFusion's partial
 /// aggregate, repartition and final aggregate.
@@ -49,8 +70,9 @@ pub struct InlineAggregateExec {
     pub(crate) shape: KeyShape,
     /// Phase 1 from the Parquet files' dictionary codes, when it qualifies.
     pub(crate) dictionary: Option<DictionaryScan>,
-    /// Phase 1's tables, built once and shared by the output partitions.
-    pub(crate) partials: Arc<OnceCell<Arc<Vec<Partial>>>>,
+    /// The current execution: phase 1, started by the first output
+    /// partition to run and shared by all of them.
+    pub(crate) run: Mutex<Run>,
     pub(crate) metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -77,7 +99,7 @@ impl InlineAggregateExec {
             aggs,
             schema,
             shape: KeyShape::of(&types),
-            partials: Arc::new(OnceCell::new()),
+            run: Mutex::new(Run::default()),
             metrics: ExecutionPlanMetricsSet::new(),
             cache: properties,
         })

@@ -6,10 +6,14 @@
 //! row (keys nearly all distinct), merging its table later would intern
 //! every key twice, so it stops growing the table and passes the rest of
 //! its rows on, split by output partition, for phase 2 to aggregate once.
+//! Those rows stream to the output partitions while phase 1 runs (one
+//! unbounded queue each, accounted in the memory pool), so phase 2
+//! aggregates them alongside phase 1 rather than after it; each output
+//! partition then merges its share of the phase-1 tables.
 
 use super::accumulate::{InlineAgg, State, counts_array};
 use super::exec::InlineAggregateExec;
-use super::dictionary_scan::Work;
+use super::dictionary_scan::{DictionaryScan, Work};
 use super::keys::GroupKeys;
 use crate::config::TsJoinOptions;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -17,15 +21,18 @@ use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::hash_utils::create_hashes;
 use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::stats::Precision;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::physical_plan::metrics::{BaselineMetrics, MetricBuilder, Time};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use datafusion::physical_plan::repartition::REPARTITION_RANDOM_STATE;
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
+use tokio::sync::{OnceCell, mpsc};
 
 /// Rows phase 1 aggregates before judging whether aggregating pays (as
 /// DataFusion's `skip_partial_aggregation_probe_rows_threshold`).
@@ -35,6 +42,10 @@ pub const PROBE_ROWS: usize = 100_000;
 /// drawn from a range as wide as the rows read still repeat a third of the
 /// time and keep aggregating.
 pub const SPOOL_RATIO: f64 = 0.8;
+
+/// Largest size hint, in groups, for an output partition's table of
+/// passed-on rows.
+const MAX_ROWS_HINT: usize = 1 << 22;
 
 /// What both phases need of the operator.
 pub(super) struct Spec {
@@ -141,8 +152,8 @@ impl Table {
     }
 }
 
-/// One input partition's result: its table (keys emitted, and each group's
-/// output partition) and the rows it passed on, by output partition.
+/// One input partition's phase-1 table: keys emitted, and each group's
+/// output partition.
 #[derive(Debug)]
 pub(crate) struct Partial {
     keys: Vec<ArrayRef>,
@@ -150,8 +161,53 @@ pub(crate) struct Partial {
     counts: Vec<u64>,
     /// Output partition of each group (empty with one output partition).
     partition: Vec<u32>,
-    spooled: Vec<Vec<Rows>>,
     _reservation: MemoryReservation,
+}
+
+/// Phase 1 of one execution, shared by its output partitions: the running
+/// tasks, the queues of rows they pass on, and their tables once done.
+pub(crate) struct Phase1 {
+    /// Per output partition, the receiving end of its queue (taken by the
+    /// partition's stream).
+    queues: std::sync::Mutex<Vec<Option<mpsc::UnboundedReceiver<Rows>>>>,
+    /// Per output partition, the memory its queued rows hold.
+    queued: Vec<MemoryReservation>,
+    /// The tasks, until one output partition joins them.
+    tasks: std::sync::Mutex<Vec<SpawnedTask<Result<(usize, Partial)>>>>,
+    partials: OnceCell<Arc<Vec<Partial>>>,
+    started: std::time::Instant,
+    /// Input rows per output partition by the input's statistics (0 when
+    /// unknown): the size hint for tables of passed-on rows.
+    rows_hint: usize,
+}
+
+impl std::fmt::Debug for Phase1 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Phase1").field("outputs", &self.queued.len()).finish()
+    }
+}
+
+/// Where phase 1 sends the rows it passes on.
+#[derive(Clone)]
+struct Senders {
+    queues: Vec<mpsc::UnboundedSender<Rows>>,
+    phase1: std::sync::Weak<Phase1>,
+}
+
+impl Senders {
+    /// Queues rows for their output partitions, accounting their memory
+    /// (an over-budget queue is an error, as any buffer here).
+    fn send(&self, parts: Vec<Rows>) -> Result<()> {
+        let Some(phase1) = self.phase1.upgrade() else { return Ok(()) };
+        for ((queue, reservation), part) in self.queues.iter().zip(&phase1.queued).zip(parts) {
+            if part.len() > 0 {
+                reservation.try_grow(part.memory_size())?;
+                // A closed queue: its output partition's stream is gone.
+                let _ = queue.send(part);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Table {
@@ -180,7 +236,8 @@ pub(crate) fn inline_aggregate_stream(
     let baseline = BaselineMetrics::new(&exec.metrics, partition);
     let phase1_time: Time = MetricBuilder::new(&exec.metrics).subset_time("phase1_time", partition);
     let merge_time: Time = MetricBuilder::new(&exec.metrics).subset_time("merge_time", partition);
-    let (cell, input, schema) = (Arc::clone(&exec.partials), Arc::clone(&exec.input), Arc::clone(&exec.schema));
+    let cell = exec.run.lock().expect("run lock").join(partition, spec.outputs);
+    let (input, schema) = (Arc::clone(&exec.input), Arc::clone(&exec.schema));
     let use_codes = context
         .session_config()
         .options()
@@ -193,29 +250,22 @@ pub(crate) fn inline_aggregate_stream(
     let out_schema = Arc::clone(&schema);
     let batch_size = context.session_config().batch_size();
     let stream = stream::once(async move {
-        let partials = cell
+        let phase1 = cell
+            .get_or_try_init(|| start(&input, dictionary.as_ref(), &spec, &context, &metrics))
+            .await?
+            .clone();
+        let queue = phase1.queues.lock().expect("queue lock")[partition].take().ok_or_else(|| {
+            DataFusionError::Execution(format!("InlineAggregateExec: partition {partition} executed twice"))
+        })?;
+        let reservation =
+            MemoryConsumer::new(format!("InlineAggregateExec[merge {partition}]")).register(context.memory_pool());
+        let table = aggregate_queue(queue, &phase1, &spec, partition, &merge_time, &reservation).await?;
+        let partials = phase1
+            .partials
             .get_or_try_init(|| async {
-                let _timer = phase1_time.timer();
-                let work = match &dictionary {
-                    Some(scan) => scan.prepare(&context, &metrics).await?.map(Arc::new),
-                    None => None,
-                };
-                // One task per input partition (spawned so partitions
-                // aggregate in parallel; dropping the stream aborts them):
-                // row groups from the files' codes when the dictionary scan
-                // took over, else the input partition's batches.
-                let mut tasks = vec![];
-                for p in 0..input.output_partitioning().partition_count() {
-                    let reservation =
-                        MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
-                    let spec = Arc::clone(&spec);
-                    tasks.push(match &work {
-                        Some(work) => SpawnedTask::spawn(scan_partition(Arc::clone(work), spec, batch_size, reservation)),
-                        None => {
-                            let stream = input.execute(p, Arc::clone(&context))?;
-                            SpawnedTask::spawn(async move { Ok((0, aggregate_partition(stream, spec, reservation).await?)) })
-                        }
-                    });
+                let tasks = std::mem::take(&mut *phase1.tasks.lock().expect("task lock"));
+                if tasks.is_empty() {
+                    return Err(DataFusionError::Execution("InlineAggregateExec: phase 1 was cancelled".into()));
                 }
                 let mut partials = Vec::with_capacity(tasks.len());
                 for task in tasks {
@@ -223,15 +273,14 @@ pub(crate) fn inline_aggregate_stream(
                     code_rows.add(rows);
                     partials.push(partial);
                 }
+                phase1_time.add_duration(phase1.started.elapsed());
                 Ok::<_, DataFusionError>(Arc::new(partials))
             })
             .await?
             .clone();
-        let reservation =
-            MemoryConsumer::new(format!("InlineAggregateExec[merge {partition}]")).register(context.memory_pool());
         let task = SpawnedTask::spawn_blocking(move || {
             let _timer = merge_time.timer();
-            merge(&partials, &spec, partition, &schema, batch_size, &reservation)
+            merge(&partials, table, &spec, partition, &schema, batch_size, &reservation)
         });
         let batches = task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
         Ok::<_, DataFusionError>(stream::iter(batches.into_iter().map(Ok)))
@@ -239,6 +288,87 @@ pub(crate) fn inline_aggregate_stream(
     .try_flatten()
     .inspect_ok(move |b| baseline.record_output(b.num_rows()));
     Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, stream)))
+}
+
+/// Starts phase 1: one task per input partition (spawned so partitions
+/// aggregate in parallel; dropping every output stream aborts them), from
+/// the files' codes when the dictionary scan takes over, else from the
+/// input partition's batches, with one queue per output partition.
+async fn start(
+    input: &Arc<dyn ExecutionPlan>,
+    dictionary: Option<&DictionaryScan>,
+    spec: &Arc<Spec>,
+    context: &Arc<TaskContext>,
+    metrics: &ExecutionPlanMetricsSet,
+) -> Result<Arc<Phase1>> {
+    let started = std::time::Instant::now();
+    let work = match dictionary {
+        Some(scan) => scan.prepare(context, metrics).await?.map(Arc::new),
+        None => None,
+    };
+    let stats = StatisticsContext::new().compute(input.as_ref(), &StatisticsArgs::new())?;
+    // Exact counts only (a table reserved from an estimate could be far too
+    // big before the pool sees it), and at most MAX_ROWS_HINT: growth past it
+    // is by doubling.
+    let rows_hint = match stats.num_rows {
+        Precision::Exact(n) => (n / spec.outputs.max(1)).min(MAX_ROWS_HINT),
+        _ => 0,
+    };
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..spec.outputs).map(|_| mpsc::unbounded_channel()).unzip();
+    let queued = (0..spec.outputs)
+        .map(|p| MemoryConsumer::new(format!("InlineAggregateExec[queue {p}]")).register(context.memory_pool()))
+        .collect();
+    let phase1 = Arc::new(Phase1 {
+        queues: std::sync::Mutex::new(receivers.into_iter().map(Some).collect()),
+        queued,
+        tasks: std::sync::Mutex::new(vec![]),
+        partials: OnceCell::new(),
+        started,
+        rows_hint,
+    });
+    let senders = Senders { queues: senders, phase1: Arc::downgrade(&phase1) };
+    let mut tasks = vec![];
+    for p in 0..input.output_partitioning().partition_count() {
+        let reservation = MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
+        let spec = Arc::clone(spec);
+        tasks.push(match &work {
+            Some(work) => SpawnedTask::spawn(scan_partition(Arc::clone(work), spec, context.session_config().batch_size(), reservation)),
+            None => {
+                let stream = input.execute(p, Arc::clone(context))?;
+                let senders = senders.clone();
+                SpawnedTask::spawn(async move { Ok((0, aggregate_partition(stream, spec, senders, reservation).await?)) })
+            }
+        });
+    }
+    // The queues close once every task has finished (and dropped its
+    // senders).
+    drop(senders);
+    *phase1.tasks.lock().expect("task lock") = tasks;
+    Ok(phase1)
+}
+
+/// Phase 2's first part for output partition `p`: aggregates the rows
+/// phase 1 passes on as they arrive, until every phase-1 task is done.
+async fn aggregate_queue(
+    mut queue: mpsc::UnboundedReceiver<Rows>,
+    phase1: &Phase1,
+    spec: &Spec,
+    p: usize,
+    merge_time: &Time,
+    reservation: &MemoryReservation,
+) -> Result<Table> {
+    let mut table = Table::new(spec)?;
+    while let Some(rows) = queue.recv().await {
+        let _timer = merge_time.timer();
+        if table.len() == 0 {
+            // Rows are passed on only where keys are nearly all distinct.
+            table.reserve(phase1.rows_hint);
+        }
+        table.update(&rows, phase1.rows_hint)?;
+        phase1.queued[p].shrink(rows.memory_size());
+        reservation.try_resize(table.memory_size())?;
+    }
+    Ok(table)
 }
 
 fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
@@ -249,11 +379,11 @@ fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
 async fn aggregate_partition(
     mut input: SendableRecordBatchStream,
     spec: Arc<Spec>,
+    senders: Senders,
     reservation: MemoryReservation,
 ) -> Result<Partial> {
     let mut table = Table::new(&spec)?;
-    let mut spooled: Vec<Vec<Rows>> = (0..spec.outputs).map(|_| vec![]).collect();
-    let (mut seen, mut spooled_size, mut spooling) = (0usize, 0usize, false);
+    let (mut seen, mut spooling) = (0usize, false);
     while let Some(batch) = input.next().await {
         let batch = batch?;
         let rows = Rows {
@@ -261,18 +391,15 @@ async fn aggregate_partition(
             args: spec.aggs.iter().map(|a| a.arg.as_ref().map(|e| eval(e, &batch)).transpose()).collect::<Result<_>>()?,
         };
         if spooling {
-            for (out, part) in spooled.iter_mut().zip(split(rows, spec.outputs)?) {
-                spooled_size += part.memory_size();
-                out.push(part);
-            }
+            senders.send(split(rows, spec.outputs)?)?;
         } else {
             seen += rows.len();
             table.update(&rows, 0)?;
             spooling = seen >= PROBE_ROWS && table.len() as f64 > SPOOL_RATIO * seen as f64;
+            reservation.try_resize(table.memory_size())?;
         }
-        reservation.try_resize(table.memory_size() + spooled_size)?;
     }
-    finish(table, &spec, spooled, reservation)
+    finish(table, &spec, reservation)
 }
 
 /// Phase 1 from dictionary codes: row groups from `work` until none is
@@ -285,16 +412,14 @@ async fn scan_partition(
 ) -> Result<(usize, Partial)> {
     let mut table = Table::new(&spec)?;
     let rows = work.run(&mut table, batch_size, &reservation).await?;
-    let none = (0..spec.outputs).map(|_| vec![]).collect();
-    Ok((rows, finish(table, &spec, none, reservation)?))
+    Ok((rows, finish(table, &spec, reservation)?))
 }
 
-/// A finished phase-1 table and the rows it passed on (by output
-/// partition) as a [`Partial`].
-fn finish(mut table: Table, spec: &Spec, spooled: Vec<Vec<Rows>>, reservation: MemoryReservation) -> Result<Partial> {
+/// A finished phase-1 table as a [`Partial`].
+fn finish(mut table: Table, spec: &Spec, reservation: MemoryReservation) -> Result<Partial> {
     let keys = table.keys.emit()?;
     let partition = if spec.outputs > 1 { output_partitions(&keys, table.len(), spec.outputs)? } else { vec![] };
-    Ok(Partial { keys, states: table.states, counts: table.counts, partition, spooled, _reservation: reservation })
+    Ok(Partial { keys, states: table.states, counts: table.counts, partition, _reservation: reservation })
 }
 
 /// Output partition of each row of `keys`, as DataFusion's hash
@@ -317,23 +442,24 @@ fn split(rows: Rows, outputs: usize) -> Result<Vec<Rows>> {
     idx.into_iter().map(|i| rows.take(&UInt32Array::from(i))).collect()
 }
 
-/// Phase 2 for output partition `p`: merges the partial tables' groups that
-/// belong to it, aggregates the rows passed on to it, and emits the result
-/// in batches of `batch_size` rows.
+/// Phase 2's second part for output partition `p`: merges the partial
+/// tables' groups that belong to it into `table` (which holds the rows
+/// phase 1 passed on to it), and emits the result in batches of
+/// `batch_size` rows.
 fn merge(
     partials: &[Partial],
+    mut table: Table,
     spec: &Spec,
     p: usize,
     schema: &SchemaRef,
     batch_size: usize,
     reservation: &MemoryReservation,
 ) -> Result<Vec<RecordBatch>> {
-    let spooled = || partials.iter().flat_map(|pt| &pt.spooled[p]);
     // One input partition that kept aggregating, one output: its table is
     // the answer.
     if let [only] = partials
         && spec.outputs == 1
-        && only.spooled[0].is_empty()
+        && table.len() == 0
     {
         return emit(schema, &spec.aggs, only.keys.clone(), only.states.clone(), only.counts.clone(), batch_size);
     }
@@ -342,20 +468,14 @@ fn merge(
         if spec.outputs == 1 { all.collect() } else { all.filter(|&g| pt.partition[g as usize] as usize == p).collect() }
     };
     let from: Vec<Vec<u32>> = partials.iter().map(mine).collect();
-    let expected = from.iter().map(Vec::len).sum::<usize>() + spooled().map(Rows::len).sum::<usize>();
-    let mut table = Table::new(spec)?;
-    // `expected` bounds the groups; phase 1 passed rows on only where they
-    // were nearly all distinct, so it is close.
+    // `expected` bounds the groups: each merged group is new at most once.
+    let expected = from.iter().map(Vec::len).sum::<usize>() + table.len();
     table.reserve(expected);
     for (partial, from) in partials.iter().zip(&from) {
         if !from.is_empty() {
             table.merge(partial, from, expected)?;
             reservation.try_resize(table.memory_size())?;
         }
-    }
-    for rows in spooled() {
-        table.update(rows, expected)?;
-        reservation.try_resize(table.memory_size())?;
     }
     let keys = table.keys.emit()?;
     emit(schema, &spec.aggs, keys, table.states, table.counts, batch_size)
