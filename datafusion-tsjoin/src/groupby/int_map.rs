@@ -63,20 +63,25 @@ pub struct IntKeys {
     values: Vec<i64>,
     /// Id of the NULL group, once seen.
     null: Option<u32>,
+    /// Times the direct table was reallocated.
+    #[cfg(test)]
+    widened: usize,
 }
 
 #[derive(Debug, Clone)]
 enum Table {
     /// Slot `x - base` holds the group id of `x` plus one; 0 is empty, so a
     /// new table is zeroed memory (fresh pages from the OS need no fill).
-    Direct { base: i64, slots: Vec<u32> },
+    /// `held`: the least and greatest value interned (the table may reach
+    /// beyond them).
+    Direct { base: i64, slots: Vec<u32>, held: (i64, i64) },
     /// `(key, id)` side by side: one cache line per probe.
     Hashed { entries: Vec<(i64, u32)>, mask: usize },
 }
 
 impl Default for Table {
     fn default() -> Self {
-        Table::Direct { base: 0, slots: vec![] }
+        Table::Direct { base: 0, slots: vec![], held: (0, 0) }
     }
 }
 
@@ -171,7 +176,7 @@ impl IntKeys {
                 // capacity checks on `ids`.
                 // Big tables get loops of their own (one loop testing a
                 // size flag per row measured 25% slower on 5M distinct keys).
-                Table::Direct { base, slots } if slots.len() >= PREFETCH_MIN_SLOTS => {
+                Table::Direct { base, slots, .. } if slots.len() >= PREFETCH_MIN_SLOTS => {
                     // As for the hashed table below.
                     let (base, values) = (*base, &mut self.values);
                     for (i, &x) in v.iter().enumerate() {
@@ -186,7 +191,7 @@ impl IntKeys {
                         ids.push(*slot - 1);
                     }
                 }
-                Table::Direct { base, slots } => {
+                Table::Direct { base, slots, .. } => {
                     let (base, values) = (*base, &mut self.values);
                     ids.extend(v.iter().map(|&x| {
                         let slot = &mut slots[(x - base) as usize];
@@ -225,7 +230,7 @@ impl IntKeys {
     /// batch (no range scan, no new-key branch per row); returns false, with
     /// `ids` to be discarded, when some value is new or out of range.
     fn intern_known(&self, v: &[i64], ids: &mut Vec<u32>) -> bool {
-        let Table::Direct { base, slots } = &self.table else { return false };
+        let Table::Direct { base, slots, .. } = &self.table else { return false };
         if slots.len() >= PREFETCH_MIN_SLOTS || slots.is_empty() {
             return false;
         }
@@ -242,7 +247,7 @@ impl IntKeys {
     /// Group id of each value, `None` where the key was never interned.
     pub fn lookup(&self, x: i64) -> Option<u32> {
         match &self.table {
-            Table::Direct { base, slots } => {
+            Table::Direct { base, slots, .. } => {
                 let off = x.wrapping_sub(*base) as u64 as usize;
                 slots.get(off).copied().filter(|&s| s != 0).map(|s| s - 1)
             }
@@ -290,34 +295,44 @@ impl IntKeys {
             }
         };
         let groups_bound = (self.values.len() + v.len()).max(rows);
-        if let Table::Direct { base, slots } = &mut self.table {
-            let (new_lo, new_hi) = if slots.is_empty() { (lo, hi) } else { ((*base).min(lo), (*base + slots.len() as i64 - 1).max(hi)) };
+        if let Table::Direct { base, slots, held } = &mut self.table {
+            // The values' extremes decide direct or hashed; the table's own
+            // range may be wider (room left for growth).
+            let (new_lo, new_hi) = if slots.is_empty() { (lo, hi) } else { (held.0.min(lo), held.1.max(hi)) };
             let span = (new_hi as i128 - new_lo as i128 + 1) as u128;
             let limit = (MAX_SLOTS_PER_GROUP * groups_bound).max(MIN_DIRECT_SLOTS) as u128;
             if span <= limit {
-                if slots.is_empty() || new_lo < *base || span as usize > slots.len() {
+                *held = (new_lo, new_hi);
+                let end = *base as i128 + slots.len() as i128;
+                if slots.is_empty() || (new_lo as i128) < *base as i128 || new_hi as i128 >= end {
                     // Widening copies the table: leave room (half the old
-                    // span on each side that grew, within the limit) so a
-                    // range whose extremes arrive one by one is not copied
-                    // for each of them.
+                    // table on each side that grew) so a range whose
+                    // extremes arrive one by one is not copied for each of
+                    // them. The room may take the table to twice the limit:
+                    // a span close to the limit (a hash partition's share of
+                    // a dense range) is otherwise copied whole for every new
+                    // extreme.
+                    let (grew_lo, grew_hi) = ((new_lo as i128) < *base as i128, new_hi as i128 >= end);
                     let (mut lo, mut hi) = (new_lo as i128, new_hi as i128);
                     if !slots.is_empty() {
-                        let pad = slots.len() as i128 / 2;
-                        let pad_lo = if new_lo < *base { pad } else { 0 };
-                        let pad_hi = if new_hi > *base + slots.len() as i64 - 1 { pad } else { 0 };
-                        if (hi - lo + 1 + pad_lo + pad_hi) as u128 <= limit {
-                            lo = (lo - pad_lo).max(i64::MIN as i128);
-                            hi = (hi + pad_hi).min(i64::MAX as i128);
-                        }
+                        let room = 2 * limit as i128 - span as i128;
+                        let share = if grew_lo && grew_hi { room / 2 } else { room };
+                        let pad = (slots.len() as i128 / 2).min(share).max(0);
+                        // The side that did not grow keeps the old table's end.
+                        lo = if grew_lo { (lo - pad).max(i64::MIN as i128) } else { lo.min(*base as i128) };
+                        hi = if grew_hi { (hi + pad).min(i64::MAX as i128) } else { hi.max(end - 1) };
                     }
-                    let new_lo = lo as i64;
                     let mut grown = vec![0u32; (hi - lo + 1) as usize];
                     if !slots.is_empty() {
                         let shift = (*base as i128 - lo) as usize;
                         grown[shift..shift + slots.len()].copy_from_slice(slots);
                     }
                     *slots = grown;
-                    *base = new_lo;
+                    *base = lo as i64;
+                    #[cfg(test)]
+                    {
+                        self.widened += 1;
+                    }
                 }
                 return;
             }
@@ -369,7 +384,7 @@ impl IntKeys {
     fn id(&mut self, x: i64) -> u32 {
         let next = self.values.len() as u32;
         let slot = match &mut self.table {
-            Table::Direct { base, slots } => {
+            Table::Direct { base, slots, .. } => {
                 let slot = &mut slots[(x - *base) as usize];
                 if *slot == 0 {
                     self.values.push(x);
@@ -457,6 +472,30 @@ mod tests {
             assert_eq!(counts.iter().sum::<u64>(), values.len() as u64);
             assert!(want.iter().all(|(&x, &g)| keys.lookup(x) == Some(g) && keys.values()[g as usize] == x));
         }
+    }
+
+    /// A hash partition's share of a dense range: groups a quarter of the
+    /// range, so the span sits at the direct limit, and new extremes arrive
+    /// batch after batch. The table stays direct and is reallocated a few
+    /// times, not once per new extreme.
+    #[test]
+    fn a_share_of_a_dense_range_widens_a_few_times() {
+        let range = 1_600_000i64;
+        let share: Vec<i64> =
+            (0..range).map(|i| (i * 7919) % range).filter(|&k| hash_i64(k) % 4 == 0).collect();
+        let mut keys = IntKeys::default();
+        let (mut ids, mut counts) = (vec![], vec![]);
+        let mut want: std::collections::HashMap<i64, u32> = Default::default();
+        for chunk in share.chunks(2048) {
+            keys.intern_expecting(chunk, None, &mut ids, &mut counts, range as usize / 4);
+            for (&x, &g) in chunk.iter().zip(&ids) {
+                let next = want.len() as u32;
+                assert_eq!(*want.entry(x).or_insert(next), g, "value {x}");
+            }
+        }
+        assert!(keys.is_direct());
+        assert_eq!(keys.len(), share.len());
+        assert!(keys.widened <= 3, "widened {} times", keys.widened);
     }
 
     #[test]
