@@ -15,7 +15,8 @@ mod tables;
 use clap::{Parser, Subcommand, ValueEnum};
 use datafusion::error::Result;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
+use datafusion_tsjoin::sql::{execute_statement, parse_sql};
+use datafusion_tsjoin::tsjoin_context;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -141,28 +142,34 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
     }
 }
 
-/// Runs `sql` (each statement in turn), printing every query's result.
-/// Ctrl-C cancels the running statement.
+/// Runs `sql` (each statement in turn), printing every query's result;
+/// the first error stops the rest. Ctrl-C cancels the running statement.
 pub async fn run_sql(ctx: &SessionContext, sql: &str, format: Format, timing: bool) -> Result<()> {
-    let start = Instant::now();
-    let work = async {
-        let df = ctx.tsjoin_sql(sql).await?;
-        let schema = df.schema().as_arrow().clone();
-        let batches = df.collect().await?;
-        Ok::<_, datafusion::error::DataFusionError>((schema, batches))
-    };
-    let (schema, batches) = tokio::select! {
-        r = work => r?,
-        _ = tokio::signal::ctrl_c() => {
-            return Err(datafusion::error::DataFusionError::Execution("query cancelled".into()));
-        }
-    };
-    if !schema.fields().is_empty() {
-        output::print(&schema, &batches, format)?;
+    let statements = parse_sql(ctx, sql).await?;
+    if statements.is_empty() {
+        return Err(datafusion::error::DataFusionError::Plan("no SQL statement given".into()));
     }
-    if timing {
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        eprintln!("{rows} row(s) in {:.3} s", start.elapsed().as_secs_f64());
+    for st in statements {
+        let start = Instant::now();
+        let work = async {
+            let df = execute_statement(ctx, st).await?;
+            let schema = df.schema().as_arrow().clone();
+            let batches = df.collect().await?;
+            Ok::<_, datafusion::error::DataFusionError>((schema, batches))
+        };
+        let (schema, batches) = tokio::select! {
+            r = work => r?,
+            _ = tokio::signal::ctrl_c() => {
+                return Err(datafusion::error::DataFusionError::Execution("query cancelled".into()));
+            }
+        };
+        if !schema.fields().is_empty() {
+            output::print(&schema, &batches, format)?;
+        }
+        if timing {
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            eprintln!("{rows} row(s) in {:.3} s", start.elapsed().as_secs_f64());
+        }
     }
     Ok(())
 }

@@ -108,3 +108,20 @@ fn shipped_csv_example() {
          2024-01-02T09:30:03,MSFT,1,370.25\n"
     );
 }
+
+/// Every statement of a script runs and prints its result, in order; DDL
+/// takes effect for the statements after it; an error stops the script with
+/// a failing exit status after the results before it.
+#[test]
+fn every_statement_of_a_script_prints_its_result() {
+    let sql = "CREATE TABLE t AS VALUES (1), (2), (3); SELECT count(*) AS n FROM t; \
+               SELECT sum(column1) AS s FROM t; SELECT 'x;y' AS v";
+    let (ok, out, err) = run(&["--format", "csv", "--timing", "-c", sql]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "n\n3\ns\n6\nv\nx;y\n");
+    assert_eq!(err.matches("row(s) in").count(), 4, "{err}");
+    let (ok, out, err) = run(&["--format", "csv", "-c", "SELECT 1 AS a; SELECT * FROM missing; SELECT 2 AS b"]);
+    assert!(!ok);
+    assert_eq!(out, "a\n1\n");
+    assert!(err.contains("missing"), "{err}");
+}

@@ -117,17 +117,41 @@ pub async fn plan_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<LogicalPlan
 }
 
 /// Plans and executes each statement of `sql` in turn, returning the last
-/// one's [`DataFrame`] (DDL runs eagerly, as in `SessionContext::sql`).
+/// one's [`DataFrame`] (DDL runs eagerly, as in `SessionContext::sql`; a
+/// query before the last is planned but not run: to run every query, take
+/// the statements from [`parse_sql`] to [`execute_statement`] one by one).
 pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
     let statements = parse_sql(ctx, sql).await?;
     if statements.is_empty() {
         return Err(DataFusionError::Plan("no SQL statement given".into()));
     }
     let mut last = None;
-    for mut st in statements {
-        prepare(ctx, &mut st).await?;
-        let plan = ctx.state().statement_to_plan(st).await?;
-        last = Some(ctx.execute_logical_plan(plan).await?);
+    for st in statements {
+        last = Some(execute_statement(ctx, st).await?);
     }
     Ok(last.unwrap())
+}
+
+/// Prepares, plans and executes one statement from [`parse_sql`] against
+/// the catalog as it is now: DDL and settings take effect at once, a query
+/// comes back as a [`DataFrame`] to collect or stream.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> datafusion::common::Result<()> {
+/// use datafusion_tsjoin::sql::{execute_statement, parse_sql};
+/// let ctx = datafusion_tsjoin::tsjoin_context(Default::default());
+/// let mut rows = vec![];
+/// for st in parse_sql(&ctx, "CREATE TABLE t AS VALUES (1), (2); SELECT count(*) FROM t").await? {
+///     let batches = execute_statement(&ctx, st).await?.collect().await?;
+///     rows.push(batches.iter().map(|b| b.num_rows()).sum::<usize>());
+/// }
+/// assert_eq!(rows, [0, 1]);
+/// # Ok(())
+/// # }
+/// ```
+pub async fn execute_statement(ctx: &SessionContext, mut st: DFStatement) -> Result<DataFrame> {
+    prepare(ctx, &mut st).await?;
+    let plan = ctx.state().statement_to_plan(st).await?;
+    ctx.execute_logical_plan(plan).await
 }
