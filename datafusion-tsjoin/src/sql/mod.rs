@@ -7,6 +7,7 @@
 //! [`WindowJoinRelationPlanner`] builds the logical node.
 
 pub mod ast;
+pub mod questdb_ddl;
 mod relation;
 pub mod rewrite;
 
@@ -42,6 +43,7 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
         .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
+    let tokens = questdb_ddl::rewrite_questdb_ddl(tokens);
     let tokens = rewrite::rewrite_window_joins(tokens, dialect.as_ref())?;
     let statements = DFParserBuilder::new(tokens)
         .with_dialect(dialect.as_ref())
@@ -55,6 +57,9 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
 pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
     match st {
         DFStatement::Statement(s) => {
+            if let sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
+                take_designated_timestamp(ctx, ct)?;
+            }
             let mut right_columns = HashMap::new();
             for name in right_table_names(s) {
                 let key = name
@@ -94,6 +99,39 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Records and removes the `designated_timestamp` option of a `CREATE
+/// TABLE` (QuestDB's `TIMESTAMP(col)` clause, see [`questdb_ddl`]).
+fn take_designated_timestamp(ctx: &SessionContext, ct: &mut sqlparser::ast::CreateTable) -> Result<()> {
+    use sqlparser::ast::{CreateTableOptions, Expr, SqlOption};
+    let CreateTableOptions::With(options) = &mut ct.table_options else { return Ok(()) };
+    let is_ours = |o: &SqlOption| {
+        matches!(o, SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case(DESIGNATED_TIMESTAMP_OPTION))
+    };
+    let Some(pos) = options.iter().position(is_ours) else { return Ok(()) };
+    let SqlOption::KeyValue { value, .. } = options.remove(pos) else { return Ok(()) };
+    let column = match value {
+        Expr::Value(v) => match v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s,
+            other => other.to_string(),
+        },
+        Expr::Identifier(i) => i.value,
+        other => other.to_string(),
+    };
+    if options.is_empty() {
+        ct.table_options = CreateTableOptions::None;
+    }
+    // With a column list the column can be checked now (with a query, the
+    // join that reads the table reports a missing one).
+    if !ct.columns.is_empty() && !ct.columns.iter().any(|c| c.name.value.eq_ignore_ascii_case(&column)) {
+        return Err(DataFusionError::Plan(format!(
+            "TIMESTAMP({column}): table {} has no column {column}",
+            ct.name
+        )));
+    }
+    registry(ctx)?.set(&ct.name.to_string(), &column);
+    Ok(())
 }
 
 /// The session's designated-timestamp registry (present once tsjoin is enabled).

@@ -35,7 +35,7 @@ pub(crate) fn error_at(span: Span, msg: impl AsRef<str>) -> DataFusionError {
     }
 }
 
-fn word_is(t: &Token, kw: &str) -> bool {
+pub(crate) fn word_is(t: &Token, kw: &str) -> bool {
     matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw))
 }
 

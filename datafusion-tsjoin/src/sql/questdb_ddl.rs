@@ -1,0 +1,323 @@
+//! Token-level rewrite of QuestDB's `CREATE TABLE` dialect into SQL that
+//! DataFusion plans, so that scripts written for QuestDB (its own test
+//! suites, its documentation) run unchanged:
+//!
+//! ```text
+//! CREATE TABLE trades (sym SYMBOL CAPACITY 256 CACHE INDEX, qty LONG, ts TIMESTAMP)
+//!   TIMESTAMP(ts) PARTITION BY DAY WAL DEDUP UPSERT KEYS(ts, sym)
+//! ⇒
+//! CREATE TABLE trades (sym VARCHAR, qty BIGINT, ts TIMESTAMP)
+//!   WITH (designated_timestamp = 'ts')
+//! ```
+//!
+//! - QuestDB-only column types become their DataFusion equivalents
+//!   ([`questdb_type`]), in column definitions and in `CAST(x AS type)`;
+//!   `SYMBOL`'s storage options (`CAPACITY n`, `CACHE`, `NOCACHE`, `INDEX
+//!   [CAPACITY n]`) are dropped.
+//! - `TIMESTAMP(col)`, the designated timestamp, becomes the table option
+//!   `designated_timestamp` (placed before `AS` in `CREATE TABLE … AS
+//!   (query) TIMESTAMP(col)`), which [`super::prepare`] takes out and
+//!   records in the session's registry.
+//! - Storage clauses with no meaning here are dropped: `PARTITION BY unit`,
+//!   `WAL`, `BYPASS WAL`, `DEDUP UPSERT KEYS(…)`, `WITH k = v, …` (QuestDB's
+//!   unparenthesised table parameters), `IN VOLUME name`, `OWNED BY name`.
+//!
+//! Only statements that start with `CREATE [OR REPLACE] TABLE` are touched
+//! (and casts anywhere); everything else passes through token for token.
+
+use super::rewrite::word_is;
+use crate::sql::DESIGNATED_TIMESTAMP_OPTION;
+use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
+
+/// The DataFusion type for a QuestDB-only type name, if it is one.
+///
+/// ```
+/// use datafusion_tsjoin::sql::questdb_ddl::questdb_type;
+/// assert_eq!(questdb_type("symbol"), Some("VARCHAR"));
+/// assert_eq!(questdb_type("DOUBLE"), None);
+/// ```
+pub fn questdb_type(name: &str) -> Option<&'static str> {
+    Some(match name.to_ascii_uppercase().as_str() {
+        "SYMBOL" | "STRING" => "VARCHAR",
+        "LONG" => "BIGINT",
+        "SHORT" => "SMALLINT",
+        "BYTE" => "TINYINT",
+        // DataFusion's TIMESTAMP keeps nanoseconds: both QuestDB precisions fit.
+        "TIMESTAMP_NS" => "TIMESTAMP",
+        _ => return None,
+    })
+}
+
+/// Rewrites every QuestDB `CREATE TABLE` in `tokens` (see the module docs).
+pub fn rewrite_questdb_ddl(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut start = 0;
+    while start < tokens.len() {
+        let end = statement_end(&tokens, start);
+        let statement = &tokens[start..end];
+        if is_create_table(statement) {
+            create_table(statement, &mut out);
+        } else {
+            casts(statement, &mut out);
+        }
+        start = end;
+    }
+    out
+}
+
+/// One past the `;` that ends the statement starting at `start` (or the end).
+fn statement_end(tokens: &[TokenWithSpan], start: usize) -> usize {
+    let mut depth = 0i32;
+    for (i, t) in tokens.iter().enumerate().skip(start) {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::SemiColon if depth <= 0 => return i + 1,
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
+/// The statement's tokens other than whitespace, with their indexes.
+fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
+    (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect()
+}
+
+fn is_create_table(statement: &[TokenWithSpan]) -> bool {
+    let words: Vec<&Token> = significant(statement).into_iter().take(4).map(|i| &statement[i].token).collect();
+    match words.as_slice() {
+        [c, t, ..] if word_is(c, "CREATE") && word_is(t, "TABLE") => true,
+        [c, o, r, t] => word_is(c, "CREATE") && word_is(o, "OR") && word_is(r, "REPLACE") && word_is(t, "TABLE"),
+        _ => false,
+    }
+}
+
+/// Copies a statement that is not a `CREATE TABLE`, mapping QuestDB types
+/// in `AS type)` (the tail of a `CAST`).
+fn casts(statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
+    let sig = significant(statement);
+    for (k, t) in statement.iter().enumerate() {
+        let pos = sig.binary_search(&k).ok();
+        let cast_type = pos.is_some_and(|p| {
+            p > 0
+                && word_is(&statement[sig[p - 1]].token, "AS")
+                && sig.get(p + 1).is_some_and(|&n| statement[n].token == Token::RParen)
+        });
+        out.push(match (&t.token, cast_type) {
+            (Token::Word(w), true) if w.quote_style.is_none() => retyped(t, w.value.as_str()),
+            _ => t.clone(),
+        });
+    }
+}
+
+/// `t` renamed to the DataFusion type when it names a QuestDB-only type.
+fn retyped(t: &TokenWithSpan, name: &str) -> TokenWithSpan {
+    match questdb_type(name) {
+        Some(df) => TokenWithSpan::new(Token::make_word(df, None), t.span),
+        None => t.clone(),
+    }
+}
+
+/// Rewrites one `CREATE TABLE` statement into `out`.
+fn create_table(statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
+    let sig = significant(statement);
+    let tok = |p: usize| &statement[sig[p]].token;
+    let is = |p: usize, w: &str| p < sig.len() && word_is(tok(p), w);
+    let is_number = |p: usize| p < sig.len() && matches!(tok(p), Token::Number(..));
+    // Which significant tokens to drop, and the designated timestamp.
+    let mut drop = vec![false; sig.len()];
+    let mut designated: Option<(String, usize)> = None;
+    let (mut depth, mut expect_type, mut as_at) = (0i32, false, None);
+    let mut p = 0;
+    while p < sig.len() {
+        match tok(p) {
+            Token::LParen => {
+                depth += 1;
+                expect_type = depth == 1 && as_at.is_none();
+            }
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 1 && as_at.is_none() => expect_type = true,
+            _ if depth == 0 && is(p, "AS") && as_at.is_none() => as_at = Some(p),
+            // A column definition: name, then type, then SYMBOL's options.
+            Token::Word(_) if depth == 1 && expect_type => {
+                expect_type = false;
+                if p + 1 < sig.len() && is(p + 1, "SYMBOL") {
+                    let mut q = p + 2;
+                    loop {
+                        if (is(q, "CAPACITY")) && is_number(q + 1) {
+                            drop[q] = true;
+                            drop[q + 1] = true;
+                            q += 2;
+                        } else if is(q, "CACHE") || is(q, "NOCACHE") || is(q, "INDEX") {
+                            drop[q] = true;
+                            q += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                }
+            }
+            _ if depth == 0 => {
+                let word = |q: usize| q < sig.len() && matches!(tok(q), Token::Word(_));
+                if is(p, "TIMESTAMP")
+                    && p + 3 < sig.len()
+                    && tok(p + 1) == &Token::LParen
+                    && word(p + 2)
+                    && tok(p + 3) == &Token::RParen
+                {
+                    if let Token::Word(w) = tok(p + 2) {
+                        designated = Some((w.value.clone(), sig[p]));
+                    }
+                    drop[p..p + 4].iter_mut().for_each(|d| *d = true);
+                    p += 4;
+                    continue;
+                }
+                let skip = if is(p, "PARTITION") && is(p + 1, "BY") && word(p + 2) {
+                    3
+                } else if is(p, "BYPASS") && is(p + 1, "WAL") {
+                    2
+                } else if is(p, "WAL") {
+                    1
+                } else if (is(p, "IN") && is(p + 1, "VOLUME")) || (is(p, "OWNED") && is(p + 1, "BY")) {
+                    // `IN VOLUME name`, `OWNED BY name`
+                    if p + 2 < sig.len() { 3 } else { 0 }
+                } else if is(p, "DEDUP") && is(p + 1, "UPSERT") && is(p + 2, "KEYS") && tok(p + 3) == &Token::LParen {
+                    let close = (p + 4..sig.len()).find(|&q| tok(q) == &Token::RParen);
+                    close.map_or(0, |c| c + 1 - p)
+                } else if is(p, "WITH") && word(p + 1) && p + 2 < sig.len() && tok(p + 2) == &Token::Eq {
+                    // `WITH k = v, k = v` (values such as `1s` span tokens):
+                    // up to `IN VOLUME`, `OWNED BY` or the statement's end.
+                    let mut q = p + 1;
+                    while q < sig.len()
+                        && tok(q) != &Token::SemiColon
+                        && !(is(q, "IN") && is(q + 1, "VOLUME"))
+                        && !(is(q, "OWNED") && is(q + 1, "BY"))
+                    {
+                        q += 1;
+                    }
+                    q - p
+                } else {
+                    0
+                };
+                if skip > 0 {
+                    drop[p..p + skip].iter_mut().for_each(|d| *d = true);
+                    p += skip;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        p += 1;
+    }
+    // The column definitions' types: the word after each column name.
+    let mut retype = vec![false; sig.len()];
+    let (mut depth, mut expect_name) = (0i32, false);
+    for p in 0..sig.len() {
+        match tok(p) {
+            Token::LParen => {
+                depth += 1;
+                expect_name = depth == 1 && as_at.is_none_or(|a| p < a);
+            }
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 1 && as_at.is_none_or(|a| p < a) => expect_name = true,
+            Token::Word(_) if depth == 1 && expect_name => {
+                expect_name = false;
+                if p + 1 < sig.len() {
+                    retype[p + 1] = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    // And the tails of casts in a `CREATE TABLE … AS (query)`.
+    for p in 1..sig.len().saturating_sub(1) {
+        if is(p - 1, "AS") && tok(p + 1) == &Token::RParen {
+            retype[p] = true;
+        }
+    }
+    let option = |span| {
+        let t = |t: Token| TokenWithSpan::new(t, span);
+        [
+            t(Token::Whitespace(Whitespace::Space)),
+            t(Token::make_keyword("WITH")),
+            t(Token::LParen),
+            t(Token::make_word(DESIGNATED_TIMESTAMP_OPTION, None)),
+            t(Token::Eq),
+            t(Token::SingleQuotedString(String::new())),
+            t(Token::RParen),
+            t(Token::Whitespace(Whitespace::Space)),
+        ]
+    };
+    let with_option = |column: &str, span| {
+        let mut o = option(span);
+        o[5].token = Token::SingleQuotedString(column.to_string());
+        o
+    };
+    // Where the option goes: before `AS` when there is one, else where the
+    // clause stood.
+    let insert_at = designated.as_ref().map(|(_, at)| as_at.map_or(*at, |a| sig[a]));
+    let mut sig_pos = 0;
+    for (k, t) in statement.iter().enumerate() {
+        if let (Some(at), Some((column, _))) = (insert_at, designated.as_ref())
+            && k == at
+        {
+            out.extend(with_option(column, t.span));
+        }
+        if sig_pos < sig.len() && sig[sig_pos] == k {
+            let p = sig_pos;
+            sig_pos += 1;
+            if drop[p] {
+                continue;
+            }
+            if retype[p]
+                && let Token::Word(w) = &t.token
+                && w.quote_style.is_none()
+            {
+                out.push(retyped(t, &w.value));
+                continue;
+            }
+        }
+        out.push(t.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlparser::dialect::GenericDialect;
+    use sqlparser::tokenizer::Tokenizer;
+
+    fn rewrite(sql: &str) -> String {
+        let tokens = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location().unwrap();
+        let out = rewrite_questdb_ddl(tokens);
+        let text: String = out.iter().map(|t| t.token.to_string()).collect();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn create_table_in_questdb_dialect() {
+        assert_eq!(
+            rewrite(
+                "create table trades (sym symbol capacity 256 nocache index capacity 64, qty long, ts timestamp) \
+                 timestamp(ts) partition by day bypass wal dedup upsert keys(ts, sym) with maxUncommittedRows=10, o3MaxLag=1s;"
+            ),
+            "create table trades (sym VARCHAR , qty BIGINT, ts timestamp) WITH(designated_timestamp='ts') ;"
+        );
+        // CREATE TABLE AS: the option goes before AS; casts in the query.
+        assert_eq!(
+            rewrite("CREATE TABLE x AS (SELECT CAST(a AS long) a, ts FROM t) TIMESTAMP(ts) PARTITION BY NONE WAL"),
+            "CREATE TABLE x WITH(designated_timestamp='ts') AS (SELECT CAST(a AS BIGINT) a, ts FROM t)"
+        );
+        // Other statements: only casts change; a column named like a type stays.
+        assert_eq!(
+            rewrite("INSERT INTO t SELECT symbol, CAST(x AS timestamp_ns), CAST(y AS symbol) FROM u; SELECT long FROM v"),
+            "INSERT INTO t SELECT symbol, CAST(x AS TIMESTAMP), CAST(y AS VARCHAR) FROM u; SELECT long FROM v"
+        );
+        // Standard DDL passes through.
+        assert_eq!(
+            rewrite("CREATE TABLE t (a INT, b VARCHAR) AS VALUES (1, 'x')"),
+            "CREATE TABLE t (a INT, b VARCHAR) AS VALUES (1, 'x')"
+        );
+    }
+}
