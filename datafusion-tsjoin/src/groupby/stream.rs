@@ -164,6 +164,9 @@ pub(crate) struct Partial {
     _reservation: MemoryReservation,
 }
 
+/// One phase-1 task: the rows it read from dictionary codes, and its table.
+type Phase1Task = SpawnedTask<Result<(usize, Partial)>>;
+
 /// Phase 1 of one execution, shared by its output partitions: the running
 /// tasks, the queues of rows they pass on, and their tables once done.
 pub(crate) struct Phase1 {
@@ -173,7 +176,7 @@ pub(crate) struct Phase1 {
     /// Per output partition, the memory its queued rows hold.
     queued: Vec<MemoryReservation>,
     /// The tasks, until one output partition joins them.
-    tasks: std::sync::Mutex<Vec<SpawnedTask<Result<(usize, Partial)>>>>,
+    tasks: std::sync::Mutex<Vec<Phase1Task>>,
     partials: OnceCell<Arc<Vec<Partial>>>,
     started: std::time::Instant,
     /// Input rows per output partition by the input's statistics (0 when
@@ -306,11 +309,12 @@ async fn start(
         Some(scan) => scan.prepare(context, metrics).await?.map(Arc::new),
         None => None,
     };
-    let stats = StatisticsContext::new().compute(input.as_ref(), &StatisticsArgs::new())?;
     // Exact counts only (a table reserved from an estimate could be far too
     // big before the pool sees it), and at most MAX_ROWS_HINT: growth past it
-    // is by doubling.
-    let rows_hint = match stats.num_rows {
+    // is by doubling. Statistics are only a hint: failing to get them is not
+    // an error.
+    let rows = StatisticsContext::new().compute(input.as_ref(), &StatisticsArgs::new()).map(|s| s.num_rows);
+    let rows_hint = match rows.unwrap_or(Precision::Absent) {
         Precision::Exact(n) => (n / spec.outputs.max(1)).min(MAX_ROWS_HINT),
         _ => 0,
     };

@@ -231,10 +231,8 @@ fn create_table(statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
         }
     }
     // And the tails of casts in a `CREATE TABLE … AS (query)`.
-    for p in 1..sig.len().saturating_sub(1) {
-        if is(p - 1, "AS") && tok(p + 1) == &Token::RParen {
-            retype[p] = true;
-        }
+    for p in (1..sig.len().saturating_sub(1)).filter(|&p| is(p - 1, "AS") && tok(p + 1) == &Token::RParen) {
+        retype[p] = true;
     }
     let option = |span| {
         let t = |t: Token| TokenWithSpan::new(t, span);
