@@ -10,7 +10,7 @@
 
 use super::accumulate::count_ids;
 use super::keys::GroupKeys;
-use datafusion::arrow::array::{ArrayRef, UInt32Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
@@ -112,6 +112,13 @@ impl Composite {
     /// (as [`GroupKeys::assign`]). False, with no group touched, when a pair
     /// table would grow past [`MAX_PAIR_SLOTS`].
     pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, counts: Option<&mut Vec<u64>>, rows: usize) -> Result<bool> {
+        if self.intern_known_pair(keys, ids) {
+            if let Some(counts) = counts {
+                counts.resize(self.len(), 0);
+                count_ids(ids, counts);
+            }
+            return Ok(true);
+        }
         for ((column, key), codes) in self.columns.iter_mut().zip(keys).zip(&mut self.scratch) {
             column.assign(std::slice::from_ref(key), codes, None, rows)?;
         }
@@ -137,6 +144,39 @@ impl Composite {
         Ok(true)
     }
 
+    /// The steady state of two short string keys with few values (TPC-H
+    /// Q1's flag and status): every row's pair already has a group. Then
+    /// each row is two branch-free view lookups and one pair-table read, in
+    /// one pass with no per-column codes in between. False, with `ids` to
+    /// be discarded, when the batch needs the general pass (a new value or
+    /// pair, a NULL, a long string, another key shape).
+    fn intern_known_pair(&self, keys: &[ArrayRef], ids: &mut Vec<u32>) -> bool {
+        let ([a, b], [GroupKeys::View { keys: ka, .. }, GroupKeys::View { keys: kb, .. }], [level]) =
+            (keys, self.columns.as_slice(), self.levels.as_slice())
+        else {
+            return false;
+        };
+        let (Some(ta), Some(tb)) = (ka.known(), kb.known()) else { return false };
+        let (Some(a), Some(b)) = (a.as_string_view_opt(), b.as_string_view_opt()) else { return false };
+        if a.null_count() > 0 || b.null_count() > 0 || level.slots.is_empty() {
+            return false;
+        }
+        // The table covers every code its columns hold (it is prepared for
+        // them on each batch) and its size is a power of two: the mask keeps
+        // known pairs where they are and the arbitrary codes of unknown
+        // views in bounds.
+        let (slots, shift, mask) = (&level.slots, level.shift, level.slots.len() - 1);
+        let mut known = true;
+        ids.clear();
+        ids.extend(a.views().iter().zip(b.views()).map(|(&va, &vb)| {
+            let ((ca, fa), (cb, fb)) = (ta.code(va), tb.code(vb));
+            let g = slots[((ca as usize) << shift | cb as usize) & mask];
+            known &= fa & fb & (g != EMPTY);
+            g
+        }));
+        known
+    }
+
     /// The keys of every group, in id order; leaves the keys empty.
     pub(crate) fn emit(&mut self) -> Result<Vec<ArrayRef>> {
         // Walk the levels back from the groups to each column's code.
@@ -156,5 +196,61 @@ impl Composite {
         }
         *self = Composite::try_new(&self.types)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::StringViewArray;
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    /// Two string-view keys batch by batch: the steady state (every pair
+    /// known) takes the fused pass, and batches with a new value, a new pair
+    /// of known values, a NULL, a long string or a view with stray padding
+    /// bytes fall back. Ids and counts against a map of first appearances.
+    #[test]
+    fn two_view_keys_keep_their_ids_across_batches() {
+        let flags = ["A", "N", "R", "", "a value longer than twelve"];
+        let status = ["F", "O", "x"];
+        let mut keys = Composite::try_new(&[DataType::Utf8View, DataType::Utf8View]).unwrap();
+        let (mut ids, mut counts) = (vec![], vec![]);
+        let mut want: HashMap<(Option<&str>, Option<&str>), u32> = HashMap::new();
+        let mut want_counts: Vec<u64> = vec![];
+        let mut seed = 11u64;
+        let mut next = |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for batch in 0..40 {
+            // Batches 0-9 use 3 flags and 2 statuses (known after the first);
+            // later ones bring the empty string, a long string, a third
+            // status and NULLs, now and then.
+            let (nf, ns) = if batch < 10 { (3, 2) } else { (5, 3) };
+            let rows: Vec<(Option<&str>, Option<&str>)> = (0..300)
+                .map(|_| {
+                    let f = (batch < 10 || next(50) != 0).then(|| flags[next(nf) as usize]);
+                    (f, Some(status[next(ns) as usize]))
+                })
+                .collect();
+            let a: ArrayRef = Arc::new(StringViewArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()));
+            let b: ArrayRef = Arc::new(StringViewArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()));
+            assert!(keys.intern(&[a, b], &mut ids, Some(&mut counts), 0).unwrap());
+            for (row, &id) in rows.iter().zip(&ids) {
+                let next_id = want.len() as u32;
+                assert_eq!(*want.entry(*row).or_insert(next_id), id, "batch {batch}, {row:?}");
+                want_counts.resize(want.len(), 0);
+                want_counts[id as usize] += 1;
+            }
+            assert_eq!(counts, want_counts, "batch {batch}");
+        }
+        // "A" again, with garbage in its view's padding: same group.
+        let padded = (1u128 | (b'A' as u128) << 32) | (0xABu128 << 48);
+        // SAFETY: an inline view of the valid string "A"; no buffers needed.
+        let odd: ArrayRef = Arc::new(unsafe { StringViewArray::new_unchecked(vec![padded].into(), vec![], None) });
+        let f: ArrayRef = Arc::new(StringViewArray::from(vec!["F"]));
+        keys.intern(&[odd, f], &mut ids, None, 0).unwrap();
+        assert_eq!(ids, [want[&(Some("A"), Some("F"))]]);
     }
 }

@@ -91,21 +91,21 @@ impl ViewKeys {
     /// false, with `ids` to be discarded, when some row is new, long or
     /// displaced.
     fn intern_known(&self, views: &[u128], ids: &mut Vec<u32>) -> bool {
-        if self.entries.is_empty() || self.len() > SPREAD_KEYS {
-            return false;
-        }
-        let (entries, mask, mut known) = (&self.entries, self.mask, true);
-        // Views are compared as they come: one with stray bytes in its
-        // padding (see `unpadded`) is not found here and takes the slow
-        // path, which clears them.
+        let Some(table) = self.known() else { return false };
+        let mut known = true;
         ids.extend(views.iter().map(|&v| {
-            let (lo, hi) = (v as u64, (v >> 64) as u64);
-            let (elo, ehi, c) = entries[slot(lo, hi, mask)];
-            // (An empty slot holds (0, 0): the empty string's view.)
-            known &= (v as u32 <= INLINE_LEN) & (elo == lo) & (ehi == hi) & (c != EMPTY);
+            let (c, found) = table.code(v);
+            known &= found;
             c
         }));
         known
+    }
+
+    /// The table [`Self::intern_known`] reads, when every key is a short
+    /// inline string in its home slot (few keys, as [`Self::spread`] keeps
+    /// them): for callers that look views up row by row themselves.
+    pub(crate) fn known(&self) -> Option<Known<'_>> {
+        (!self.entries.is_empty() && self.len() <= SPREAD_KEYS).then_some(Known { entries: &self.entries, mask: self.mask })
     }
 
     /// The strings of every code, in code order.
@@ -200,6 +200,28 @@ impl ViewKeys {
             }
             self.entries[s] = (lo, hi, c);
         }
+    }
+}
+
+/// A [`ViewKeys`] table whose keys all sit in their home slots: a view's
+/// code in one probe, without branches.
+#[derive(Clone, Copy)]
+pub(crate) struct Known<'a> {
+    entries: &'a [(u64, u64, u32)],
+    mask: usize,
+}
+
+impl Known<'_> {
+    /// The code of view `v` and whether it is a known key (when not, the
+    /// code is meaningless). Views are compared as they come: one with stray
+    /// bytes in its padding (see `unpadded`) is not found here, and the slow
+    /// path that the caller falls back to clears them.
+    #[inline(always)]
+    pub(crate) fn code(self, v: u128) -> (u32, bool) {
+        let (lo, hi) = (v as u64, (v >> 64) as u64);
+        let (elo, ehi, c) = self.entries[slot(lo, hi, self.mask)];
+        // (An empty slot holds (0, 0): the empty string's view.)
+        (c, (v as u32 <= INLINE_LEN) & (elo == lo) & (ehi == hi) & (c != EMPTY))
     }
 }
 
