@@ -55,11 +55,8 @@ pub fn rewrite_questdb_ddl(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     while start < tokens.len() {
         let end = statement_end(&tokens, start);
         let statement = &tokens[start..end];
-        if is_create_table(statement) {
-            create_table(statement, &mut out);
-        } else {
-            casts(statement, &mut out);
-        }
+        let edit = if is_create_table(statement) { create_table(statement) } else { Edit::casts(statement) };
+        edit.apply(statement, &mut out);
         start = end;
     }
     out
@@ -93,87 +90,122 @@ fn is_create_table(statement: &[TokenWithSpan]) -> bool {
     }
 }
 
-/// Copies a statement that is not a `CREATE TABLE`, mapping QuestDB types
-/// in `AS type)` (the tail of a `CAST`).
-fn casts(statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
-    let sig = significant(statement);
-    for (k, t) in statement.iter().enumerate() {
-        let pos = sig.binary_search(&k).ok();
-        let cast_type = pos.is_some_and(|p| {
-            p > 0
-                && word_is(&statement[sig[p - 1]].token, "AS")
-                && sig.get(p + 1).is_some_and(|&n| statement[n].token == Token::RParen)
-        });
-        out.push(match (&t.token, cast_type) {
-            (Token::Word(w), true) if w.quote_style.is_none() => retyped(t, w.value.as_str()),
-            _ => t.clone(),
-        });
+/// What to change in one statement, by index of its significant tokens
+/// (`sig`): tokens to drop, type names to map, and the designated-timestamp
+/// option to insert (column, before which token).
+struct Edit {
+    sig: Vec<usize>,
+    drop: Vec<bool>,
+    retype: Vec<bool>,
+    designated: Option<(String, usize)>,
+}
+
+impl Edit {
+    /// Maps QuestDB types in `AS type)` (the tail of a `CAST`) and nothing
+    /// else.
+    fn casts(statement: &[TokenWithSpan]) -> Self {
+        let sig = significant(statement);
+        let tok = |p: usize| &statement[sig[p]].token;
+        let mut retype = vec![false; sig.len()];
+        for p in (1..sig.len().saturating_sub(1)).filter(|&p| word_is(tok(p - 1), "AS") && tok(p + 1) == &Token::RParen) {
+            retype[p] = true;
+        }
+        Edit { drop: vec![false; sig.len()], retype, designated: None, sig }
+    }
+
+    /// Copies `statement` into `out` with the edits.
+    fn apply(&self, statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
+        let mut p = 0;
+        for (k, t) in statement.iter().enumerate() {
+            if let Some((column, at)) = &self.designated
+                && k == self.sig[*at]
+            {
+                let with = |tok: Token| TokenWithSpan::new(tok, t.span);
+                out.extend([
+                    with(Token::Whitespace(Whitespace::Space)),
+                    with(Token::make_keyword("WITH")),
+                    with(Token::LParen),
+                    with(Token::make_word(DESIGNATED_TIMESTAMP_OPTION, None)),
+                    with(Token::Eq),
+                    with(Token::SingleQuotedString(column.clone())),
+                    with(Token::RParen),
+                    with(Token::Whitespace(Whitespace::Space)),
+                ]);
+            }
+            if self.sig.get(p) != Some(&k) {
+                out.push(t.clone());
+                continue;
+            }
+            let (drop, retype) = (self.drop[p], self.retype[p]);
+            p += 1;
+            match &t.token {
+                _ if drop => {}
+                Token::Word(w) if retype && w.quote_style.is_none() => out.push(match questdb_type(&w.value) {
+                    Some(df) => TokenWithSpan::new(Token::make_word(df, None), t.span),
+                    None => t.clone(),
+                }),
+                _ => out.push(t.clone()),
+            }
+        }
     }
 }
 
-/// `t` renamed to the DataFusion type when it names a QuestDB-only type.
-fn retyped(t: &TokenWithSpan, name: &str) -> TokenWithSpan {
-    match questdb_type(name) {
-        Some(df) => TokenWithSpan::new(Token::make_word(df, None), t.span),
-        None => t.clone(),
-    }
-}
-
-/// Rewrites one `CREATE TABLE` statement into `out`.
-fn create_table(statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
-    let sig = significant(statement);
+/// The edits of one `CREATE TABLE` statement: casts as anywhere, column
+/// types and SYMBOL options in the column list, storage clauses and
+/// `TIMESTAMP(col)` after it.
+fn create_table(statement: &[TokenWithSpan]) -> Edit {
+    let mut edit = Edit::casts(statement);
+    let sig = &edit.sig;
     let tok = |p: usize| &statement[sig[p]].token;
     let is = |p: usize, w: &str| p < sig.len() && word_is(tok(p), w);
     let is_number = |p: usize| p < sig.len() && matches!(tok(p), Token::Number(..));
-    // Which significant tokens to drop, and the designated timestamp.
-    let mut drop = vec![false; sig.len()];
+    let word = |p: usize| p < sig.len() && matches!(tok(p), Token::Word(_));
+    let (drop, retype) = (&mut edit.drop, &mut edit.retype);
     let mut designated: Option<(String, usize)> = None;
-    let (mut depth, mut expect_type, mut as_at) = (0i32, false, None);
+    let (mut depth, mut column_next, mut as_at) = (0i32, false, None);
     let mut p = 0;
     while p < sig.len() {
         match tok(p) {
             Token::LParen => {
                 depth += 1;
-                expect_type = depth == 1 && as_at.is_none();
+                column_next = depth == 1 && as_at.is_none();
             }
             Token::RParen => depth -= 1,
-            Token::Comma if depth == 1 && as_at.is_none() => expect_type = true,
+            Token::Comma if depth == 1 && as_at.is_none() => column_next = true,
             _ if depth == 0 && is(p, "AS") && as_at.is_none() => as_at = Some(p),
             // A column definition: name, then type, then SYMBOL's options.
-            Token::Word(_) if depth == 1 && expect_type => {
-                expect_type = false;
-                if p + 1 < sig.len() && is(p + 1, "SYMBOL") {
+            Token::Word(_) if depth == 1 && column_next => {
+                column_next = false;
+                if p + 1 < sig.len() {
+                    retype[p + 1] = true;
+                }
+                if is(p + 1, "SYMBOL") {
                     let mut q = p + 2;
                     loop {
-                        if (is(q, "CAPACITY")) && is_number(q + 1) {
-                            drop[q] = true;
-                            drop[q + 1] = true;
-                            q += 2;
+                        let n = if is(q, "CAPACITY") && is_number(q + 1) {
+                            2
                         } else if is(q, "CACHE") || is(q, "NOCACHE") || is(q, "INDEX") {
-                            drop[q] = true;
-                            q += 1;
+                            1
                         } else {
                             break;
-                        }
+                        };
+                        drop[q..q + n].iter_mut().for_each(|d| *d = true);
+                        q += n;
                     }
                 }
             }
             _ if depth == 0 => {
-                let word = |q: usize| q < sig.len() && matches!(tok(q), Token::Word(_));
-                if is(p, "TIMESTAMP")
+                let skip = if is(p, "TIMESTAMP")
                     && p + 3 < sig.len()
                     && tok(p + 1) == &Token::LParen
                     && word(p + 2)
                     && tok(p + 3) == &Token::RParen
                 {
                     if let Token::Word(w) = tok(p + 2) {
-                        designated = Some((w.value.clone(), sig[p]));
+                        designated = Some((w.value.clone(), p));
                     }
-                    drop[p..p + 4].iter_mut().for_each(|d| *d = true);
-                    p += 4;
-                    continue;
-                }
-                let skip = if is(p, "PARTITION") && is(p + 1, "BY") && word(p + 2) {
+                    4
+                } else if is(p, "PARTITION") && is(p + 1, "BY") && word(p + 2) {
                     3
                 } else if is(p, "BYPASS") && is(p + 1, "WAL") {
                     2
@@ -182,7 +214,7 @@ fn create_table(statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
                 } else if (is(p, "IN") && is(p + 1, "VOLUME")) || (is(p, "OWNED") && is(p + 1, "BY")) {
                     // `IN VOLUME name`, `OWNED BY name`
                     if p + 2 < sig.len() { 3 } else { 0 }
-                } else if is(p, "DEDUP") && is(p + 1, "UPSERT") && is(p + 2, "KEYS") && tok(p + 3) == &Token::LParen {
+                } else if is(p, "DEDUP") && is(p + 1, "UPSERT") && is(p + 2, "KEYS") && p + 3 < sig.len() && tok(p + 3) == &Token::LParen {
                     let close = (p + 4..sig.len()).find(|&q| tok(q) == &Token::RParen);
                     close.map_or(0, |c| c + 1 - p)
                 } else if is(p, "WITH") && word(p + 1) && p + 2 < sig.len() && tok(p + 2) == &Token::Eq {
@@ -210,74 +242,10 @@ fn create_table(statement: &[TokenWithSpan], out: &mut Vec<TokenWithSpan>) {
         }
         p += 1;
     }
-    // The column definitions' types: the word after each column name.
-    let mut retype = vec![false; sig.len()];
-    let (mut depth, mut expect_name) = (0i32, false);
-    for p in 0..sig.len() {
-        match tok(p) {
-            Token::LParen => {
-                depth += 1;
-                expect_name = depth == 1 && as_at.is_none_or(|a| p < a);
-            }
-            Token::RParen => depth -= 1,
-            Token::Comma if depth == 1 && as_at.is_none_or(|a| p < a) => expect_name = true,
-            Token::Word(_) if depth == 1 && expect_name => {
-                expect_name = false;
-                if p + 1 < sig.len() {
-                    retype[p + 1] = true;
-                }
-            }
-            _ => {}
-        }
-    }
-    // And the tails of casts in a `CREATE TABLE … AS (query)`.
-    for p in (1..sig.len().saturating_sub(1)).filter(|&p| is(p - 1, "AS") && tok(p + 1) == &Token::RParen) {
-        retype[p] = true;
-    }
-    let option = |span| {
-        let t = |t: Token| TokenWithSpan::new(t, span);
-        [
-            t(Token::Whitespace(Whitespace::Space)),
-            t(Token::make_keyword("WITH")),
-            t(Token::LParen),
-            t(Token::make_word(DESIGNATED_TIMESTAMP_OPTION, None)),
-            t(Token::Eq),
-            t(Token::SingleQuotedString(String::new())),
-            t(Token::RParen),
-            t(Token::Whitespace(Whitespace::Space)),
-        ]
-    };
-    let with_option = |column: &str, span| {
-        let mut o = option(span);
-        o[5].token = Token::SingleQuotedString(column.to_string());
-        o
-    };
-    // Where the option goes: before `AS` when there is one, else where the
-    // clause stood.
-    let insert_at = designated.as_ref().map(|(_, at)| as_at.map_or(*at, |a| sig[a]));
-    let mut sig_pos = 0;
-    for (k, t) in statement.iter().enumerate() {
-        if let (Some(at), Some((column, _))) = (insert_at, designated.as_ref())
-            && k == at
-        {
-            out.extend(with_option(column, t.span));
-        }
-        if sig_pos < sig.len() && sig[sig_pos] == k {
-            let p = sig_pos;
-            sig_pos += 1;
-            if drop[p] {
-                continue;
-            }
-            if retype[p]
-                && let Token::Word(w) = &t.token
-                && w.quote_style.is_none()
-            {
-                out.push(retyped(t, &w.value));
-                continue;
-            }
-        }
-        out.push(t.clone());
-    }
+    // The option goes before `AS` when there is one, else where the clause
+    // stood.
+    edit.designated = designated.map(|(column, at)| (column, as_at.unwrap_or(at)));
+    edit
 }
 
 #[cfg(test)]
@@ -312,6 +280,10 @@ mod tests {
             rewrite("INSERT INTO t SELECT symbol, CAST(x AS timestamp_ns), CAST(y AS symbol) FROM u; SELECT long FROM v"),
             "INSERT INTO t SELECT symbol, CAST(x AS TIMESTAMP), CAST(y AS VARCHAR) FROM u; SELECT long FROM v"
         );
+        // Clauses cut short are left for the parser to report, never a panic.
+        for cut in ["create table t (a int) dedup upsert keys", "create table t (a int) timestamp(", "create table t (a symbol capacity"] {
+            assert_eq!(rewrite(cut), cut.replace("symbol", "VARCHAR"));
+        }
         // Standard DDL passes through.
         assert_eq!(
             rewrite("CREATE TABLE t (a INT, b VARCHAR) AS VALUES (1, 'x')"),
