@@ -39,11 +39,12 @@ extensions_options! {
         /// aggregate (`InlineAggregateExec`) where it applies, instead of
         /// DataFusion's hash aggregate.
         pub inline_aggregate: bool, default = true
-        /// Also run GROUP BYs on multi-column and non-dictionary string
-        /// keys inline (the `composite` and `general` key shapes). Off by
-        /// default: measured, they are no faster than DataFusion's own
-        /// tables (benches/README.md), so single integer and dictionary
-        /// keys are where the inline aggregate replaces DataFusion's.
+        /// Run every GROUP BY key list inline, never falling back. Off by
+        /// default: single string and other `general` keys stay on
+        /// DataFusion's aggregate (measured no faster inline), and
+        /// multi-column integer/string keys (`composite`) run inline only
+        /// while a probe of the input shows few groups, falling back to
+        /// DataFusion's aggregate when they are many (benches/README.md).
         pub inline_aggregate_all_keys: bool, default = false
         /// Let the inline aggregate read a dictionary-encoded integer key
         /// straight from its Parquet codes (phase 1 skips the scan's

@@ -9,9 +9,10 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema};
 use datafusion::datasource::MemTable;
-use datafusion::physical_plan::displayable;
+use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
+use datafusion_tsjoin::groupby::InlineAggregateExec;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -98,9 +99,12 @@ async fn run_case(seed: u64) {
         ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
         let want = rows(&ctx, sql).await;
         ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate_all_keys = true").await.unwrap();
-        let got = rows(&ctx, sql).await;
-        assert_eq!(got, want, "seed {seed}: {sql}");
+        // Defaults (composite keys may fall back), then every key inline.
+        for all_keys in [false, true] {
+            ctx.tsjoin_sql(&format!("SET tsjoin.inline_aggregate_all_keys = {all_keys}")).await.unwrap();
+            let got = rows(&ctx, sql).await;
+            assert_eq!(got, want, "seed {seed}, all keys {all_keys}: {sql}");
+        }
     }
     let plan = ctx.tsjoin_sql(&sql).await.unwrap().create_physical_plan().await.unwrap();
     let text = displayable(plan.as_ref()).indent(true).to_string();
@@ -126,9 +130,7 @@ async fn unsupported_aggregates_stay_on_datafusion() {
         "SELECT k, min(s) FROM t GROUP BY k",
         "SELECT k, sum(v) FILTER (WHERE v > 1) FROM t GROUP BY k",
         "SELECT count(*), sum(v) FROM t",
-        // Multi-column and plain string keys: only with
-        // `tsjoin.inline_aggregate_all_keys`.
-        "SELECT k, s, count(*) FROM t GROUP BY k, s",
+        // Plain string keys: only with `tsjoin.inline_aggregate_all_keys`.
         "SELECT s, sum(v) FROM t GROUP BY s",
     ] {
         let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
@@ -250,5 +252,103 @@ async fn a_plan_executed_twice_answers_twice() {
         let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
         let got: Vec<String> = batches[0].columns().iter().map(|c| cell(c, 0)).collect();
         assert_eq!(got, want, "run {run}");
+    }
+}
+
+/// Sums the `fallback` metric of the plan's inline aggregates (the output
+/// partitions that ran DataFusion's aggregate instead); `None` when the
+/// plan has no inline aggregate.
+fn fallbacks(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+    let mine = plan
+        .downcast_ref::<InlineAggregateExec>()
+        .map(|e| e.metrics().and_then(|m| m.sum_by_name("fallback")).map_or(0, |v| v.as_usize()));
+    plan.children().into_iter().filter_map(fallbacks).chain(mine).reduce(|a, b| a + b)
+}
+
+/// `n` rows of two keys (`a` integer, `b` string) with about `groups`
+/// distinct pairs, NULLs in both keys and the value, over `sizes.len()`
+/// partitions holding these shares of the rows (some empty or tiny).
+fn two_key_table(n: usize, groups: usize, sizes: &[usize]) -> MemTable {
+    let mut rng = StdRng::seed_from_u64(groups as u64);
+    let pairs: Vec<usize> = (0..n).map(|_| rng.random_range(0..groups)).collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int64, true),
+        Field::new("b", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+        Field::new("c", DataType::Int64, true),
+    ]));
+    let a = Int64Array::from(pairs.iter().enumerate().map(|(i, &p)| (i % 97 != 0).then_some((p / 7) as i64)).collect::<Vec<_>>());
+    let b = StringArray::from(pairs.iter().enumerate().map(|(i, &p)| (i % 89 != 0).then(|| format!("s{}", p % 7))).collect::<Vec<_>>());
+    let v = Int64Array::from((0..n).map(|i| (i % 13 != 0).then_some(i as i64 % 1000 - 500)).collect::<Vec<_>>());
+    // A divisor that is zero in one row only (see the error test).
+    let c = Int64Array::from((0..n).map(|i| Some(if i == n - 10 { 0 } else { 1 + i as i64 % 3 })).collect::<Vec<_>>());
+    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(a), Arc::new(b), Arc::new(v), Arc::new(c)]).unwrap();
+    let total: usize = sizes.iter().sum();
+    let (mut parts, mut at) = (vec![], 0);
+    for &share in sizes {
+        let len = if share == total { n - at } else { n * share / total };
+        let len = len.min(n - at);
+        parts.push((at..at + len).step_by(8192).map(|s| batch.slice(s, 8192.min(at + len - s))).collect::<Vec<_>>());
+        at += len;
+    }
+    parts.last_mut().unwrap().extend((at..n).step_by(8192).map(|s| batch.slice(s, 8192.min(n - s))));
+    MemTable::try_new(schema, parts).unwrap()
+}
+
+/// Multi-column keys run inline by default and fall back to DataFusion's
+/// aggregate when the probe finds many groups: same answers either way,
+/// over one partition, several, and some empty or tiny; the fallback plan
+/// executed twice answers twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
+    let n = 300_000;
+    let sql = "SELECT a, b, count(*), count(v), sum(v), min(v), max(v), avg(v) FROM t GROUP BY a, b ORDER BY a, b";
+    for (groups, many) in [(60, false), (200_000, true), (40_000, true)] {
+        for sizes in [&[1][..], &[3, 0, 1, 40], &[0, 1]] {
+            let ctx = context(sizes.len().max(2));
+            ctx.register_table("t", Arc::new(two_key_table(n, groups, sizes))).unwrap();
+            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
+            let want = rows(&ctx, sql).await;
+            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
+            let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+            let text = displayable(plan.as_ref()).indent(true).to_string();
+            assert!(text.contains("keys=composite, fallback=hash aggregate when groups are many"), "{text}");
+            for run in 0..2 {
+                let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+                let got: Vec<Vec<String>> = batches
+                    .iter()
+                    .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
+                    .collect();
+                let label = format!("{groups} groups, partitions {sizes:?}, run {run}");
+                assert!(got == want, "{label}: results differ ({} rows vs {})", got.len(), want.len());
+                let fell_back = fallbacks(&plan).expect("an inline aggregate");
+                assert_eq!(fell_back > 0, many, "{label}: fallback metric {fell_back}");
+            }
+            // Through a DataFrame the plan is dropped once its streams are
+            // made: phase-1 tasks still probing must stay alive until they
+            // have handed their input over.
+            for run in 0..2 {
+                assert!(rows(&ctx, sql).await == want, "{groups} groups, partitions {sizes:?}, DataFrame run {run}");
+            }
+        }
+    }
+}
+
+/// An error in the input during the probe or after it is the query's error
+/// whether the run stays inline or falls back; nothing hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_around_the_fallback_decision_are_reported() {
+    for (groups, sizes) in [(60, &[1, 1][..]), (200_000, &[1, 1]), (200_000, &[1, 0, 1]), (60, &[1])] {
+        for (rows_in, zero_at) in [(300_000, "late"), (50_000, "during the probe")] {
+            let ctx = context(sizes.len().max(2));
+            ctx.register_table("t", Arc::new(two_key_table(rows_in, groups, sizes))).unwrap();
+            // `c` is zero in one row near the end of the last partition.
+            let sql = "SELECT a, b, count(*), sum(v / c) FROM t GROUP BY a, b";
+            let run = async { ctx.tsjoin_sql(sql).await?.collect().await };
+            let result = tokio::time::timeout(std::time::Duration::from_secs(60), run).await;
+            let label = format!("{groups} groups, partitions {sizes:?}, zero {zero_at}");
+            let err = result.unwrap_or_else(|_| panic!("{label}: hung")).expect_err(&label);
+            assert!(err.to_string().contains("Divide by zero"), "{label}: {err}");
+        }
     }
 }

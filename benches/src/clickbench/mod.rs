@@ -101,6 +101,7 @@ async fn run_once(ctx: &SessionContext, q: &str, r: &mut QueryRuns) {
             r.rows.get_or_insert(batches.iter().map(|b| b.num_rows()).sum());
         }
         Err(e) => {
+            eprintln!("clickbench: error: {e}");
             r.times.push(None);
             r.error.get_or_insert(e.to_string());
         }

@@ -57,9 +57,15 @@ impl Run {
 /// reads the key's codes itself ([`DictionaryScan`]; setting
 /// `tsjoin.inline_aggregate_dictionary_scan`).
 ///
+/// With a fallback ([`Self::with_fallback`]: the aggregate it replaced),
+/// phase 1 first probes its input and, when the groups turn out many, runs
+/// that plan instead over the same rows (see [`super::fallback`]).
+///
 /// Made by [`super::InlineAggregateRule`]; EXPLAIN shows
-/// `InlineAggregateExec: gby=[…], aggr=[…], keys=int|dictionary|general`,
-/// plus `, scan=parquet codes` when phase 1 may read the codes.
+/// `InlineAggregateExec: gby=[…], aggr=[…], keys=int|dictionary|composite|general`,
+/// plus `, scan=parquet codes` when phase 1 may read the codes and
+/// `, fallback=hash aggregate when groups are many` when it may fall back
+/// (EXPLAIN ANALYZE: metric `fallback`, the output partitions that did).
 #[derive(Debug)]
 pub struct InlineAggregateExec {
     pub(crate) input: Arc<dyn ExecutionPlan>,
@@ -70,6 +76,8 @@ pub struct InlineAggregateExec {
     pub(crate) shape: KeyShape,
     /// Phase 1 from the Parquet files' dictionary codes, when it qualifies.
     pub(crate) dictionary: Option<DictionaryScan>,
+    /// The replaced aggregate, run instead when a probe shows many groups.
+    pub(crate) fallback: Option<Arc<dyn ExecutionPlan>>,
     /// The current execution: phase 1, started by the first output
     /// partition to run and shared by all of them.
     pub(crate) run: Mutex<Run>,
@@ -94,6 +102,7 @@ impl InlineAggregateExec {
         let dictionary = DictionaryScan::try_new(&input, &group_exprs, &aggs);
         Ok(Self {
             dictionary,
+            fallback: None,
             input,
             group_exprs,
             aggs,
@@ -103,6 +112,33 @@ impl InlineAggregateExec {
             metrics: ExecutionPlanMetricsSet::new(),
             cache: properties,
         })
+    }
+
+    /// This operator, running `template` (the aggregate it replaces, over
+    /// the same input) instead when phase 1's probe shows many groups.
+    /// Ignored unless the keys are [`KeyShape::Composite`], the shape whose
+    /// winning depends on the data.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+    /// use datafusion_tsjoin::TsJoinContextExt;
+    /// let ctx = datafusion_tsjoin::tsjoin_context(Default::default());
+    /// ctx.tsjoin_sql("CREATE TABLE t (a INT, b VARCHAR, v DOUBLE) AS VALUES (1, 'x', 2.0), (1, 'y', 3.0)").await?;
+    /// let plan = ctx.tsjoin_sql("EXPLAIN SELECT a, b, sum(v) FROM t GROUP BY a, b").await?.collect().await?;
+    /// let text = datafusion::arrow::util::pretty::pretty_format_batches(&plan)?.to_string();
+    /// assert!(text.contains("keys=composite, fallback=hash aggregate when groups are many"));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_fallback(mut self, template: Arc<dyn ExecutionPlan>) -> Self {
+        if self.shape == KeyShape::Composite && template.schema() == self.schema {
+            self.fallback = Some(template);
+        }
+        self
+    }
+
+    /// The aggregate run instead when the groups turn out many, if any.
+    pub fn fallback(&self) -> Option<&Arc<dyn ExecutionPlan>> {
+        self.fallback.as_ref()
     }
 
     /// The input.
@@ -132,6 +168,9 @@ impl DisplayAs for InlineAggregateExec {
                 if self.dictionary.is_some() {
                     write!(f, ", scan=parquet codes")?;
                 }
+                if self.fallback.is_some() {
+                    write!(f, ", fallback=hash aggregate when groups are many")?;
+                }
                 Ok(())
             }
             DisplayFormatType::TreeRender => {
@@ -140,6 +179,9 @@ impl DisplayAs for InlineAggregateExec {
                 write!(f, "keys={}", self.shape.name())?;
                 if self.dictionary.is_some() {
                     write!(f, "\nscan=parquet codes")?;
+                }
+                if self.fallback.is_some() {
+                    write!(f, "\nfallback=hash aggregate when groups are many")?;
                 }
                 Ok(())
             }
@@ -187,7 +229,14 @@ impl ExecutionPlan for InlineAggregateExec {
             Ok(c) => c,
             Err(_) => return internal_err!("InlineAggregateExec expects one child"),
         };
-        Ok(Arc::new(Self::try_new(input, self.group_exprs.clone(), self.aggs.clone(), Arc::clone(&self.cache))?))
+        // The fallback replays this operator's input: it stays while the
+        // new input has the same schema.
+        let same = input.schema() == self.input.schema();
+        let exec = Self::try_new(input, self.group_exprs.clone(), self.aggs.clone(), Arc::clone(&self.cache))?;
+        Ok(Arc::new(match self.fallback.as_ref().filter(|_| same) {
+            Some(t) => exec.with_fallback(Arc::clone(t)),
+            None => exec,
+        }))
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {

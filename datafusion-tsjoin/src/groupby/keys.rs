@@ -151,6 +151,12 @@ impl GroupKeys {
         }
     }
 
+    /// Whether a [`KeyShape::Composite`] table has moved to the general
+    /// shape (its groups were too many for its direct tables).
+    pub(crate) fn overflowed(&self) -> bool {
+        matches!(self, GroupKeys::General { .. })
+    }
+
     /// Bytes held.
     pub(crate) fn memory_size(&self) -> usize {
         match self {

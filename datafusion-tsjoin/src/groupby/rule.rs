@@ -26,9 +26,12 @@ use std::sync::Arc;
 /// `min`, `max`, `avg` over numeric arguments (`count` over any) without
 /// DISTINCT, FILTER or ORDER BY. Placed right after DataFusion's
 /// `CombinePartialFinalAggregate` (see `session.rs`); off when
-/// `tsjoin.inline_aggregate = false`. By default only single integer-like
-/// and dictionary keys are taken, where it wins;
-/// `tsjoin.inline_aggregate_all_keys = true` takes every key list.
+/// `tsjoin.inline_aggregate = false`. By default single integer-like and
+/// dictionary keys are taken, and multi-column integer/string/dictionary
+/// keys with a fallback to the replaced plan when a probe of the input
+/// shows many groups (see [`InlineAggregateExec::with_fallback`]);
+/// `tsjoin.inline_aggregate_all_keys = true` takes every key list and
+/// never falls back.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -97,7 +100,8 @@ fn inline(node: &Arc<dyn ExecutionPlan>, all_keys: bool) -> Result<Option<Arc<dy
     let input = lower.input();
     let input_schema = input.schema();
     let key_types = gby.expr().iter().map(|(e, _)| e.data_type(&input_schema)).collect::<Result<Vec<_>>>()?;
-    if !all_keys && !matches!(KeyShape::of(&key_types), KeyShape::Int | KeyShape::Dict) {
+    let shape = KeyShape::of(&key_types);
+    if !all_keys && shape == KeyShape::General {
         return Ok(None);
     }
     let out_schema = top.schema();
@@ -124,5 +128,8 @@ fn inline(node: &Arc<dyn ExecutionPlan>, all_keys: bool) -> Result<Option<Arc<dy
         aggs.push(InlineAgg { fun, arg, field });
     }
     let exec = InlineAggregateExec::try_new(Arc::clone(input), gby.expr().to_vec(), aggs, Arc::clone(top.properties()))?;
-    Ok(Some(Arc::new(exec)))
+    // Composite keys win while their groups are few; by default a probe
+    // decides at run time and falls back to this very plan when they are
+    // many. `all_keys` keeps every key list inline (to compare).
+    Ok(Some(Arc::new(if all_keys { exec } else { exec.with_fallback(Arc::clone(node)) })))
 }

@@ -14,6 +14,7 @@
 use super::accumulate::{InlineAgg, State, counts_array};
 use super::exec::InlineAggregateExec;
 use super::dictionary_scan::{DictionaryScan, Work};
+use super::fallback::{Fallback, Next, Probe};
 use super::keys::GroupKeys;
 use crate::config::TsJoinOptions;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
@@ -30,7 +31,7 @@ use datafusion::physical_plan::repartition::REPARTITION_RANDOM_STATE;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream};
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::{StreamExt, TryStreamExt, stream::{self, BoxStream}};
 use std::sync::Arc;
 use tokio::sync::{OnceCell, mpsc};
 
@@ -164,8 +165,9 @@ pub(crate) struct Partial {
     _reservation: MemoryReservation,
 }
 
-/// One phase-1 task: the rows it read from dictionary codes, and its table.
-type Phase1Task = SpawnedTask<Result<(usize, Partial)>>;
+/// One phase-1 task: the rows it read from dictionary codes, and its table
+/// (none when it handed its input over to the fallback plan).
+pub(super) type Phase1Task = SpawnedTask<Result<(usize, Option<Partial>)>>;
 
 /// Phase 1 of one execution, shared by its output partitions: the running
 /// tasks, the queues of rows they pass on, and their tables once done.
@@ -177,11 +179,17 @@ pub(crate) struct Phase1 {
     queued: Vec<MemoryReservation>,
     /// The tasks, until one output partition joins them.
     tasks: std::sync::Mutex<Vec<Phase1Task>>,
-    partials: OnceCell<Arc<Vec<Partial>>>,
+    /// The tables once every task is done, or the first task's error (kept
+    /// for every output partition: the query fails with it, whichever
+    /// partition reports first).
+    partials: OnceCell<std::result::Result<Arc<Vec<Partial>>, Arc<DataFusionError>>>,
     started: std::time::Instant,
     /// Input rows per output partition by the input's statistics (0 when
     /// unknown): the size hint for tables of passed-on rows.
     rows_hint: usize,
+    /// The decision to fall back to DataFusion's aggregate, when the
+    /// operator may.
+    fallback: Option<Arc<Fallback>>,
 }
 
 impl std::fmt::Debug for Phase1 {
@@ -252,11 +260,21 @@ pub(crate) fn inline_aggregate_stream(
     let code_rows = MetricBuilder::new(&exec.metrics).counter("dictionary_scan_rows", partition);
     let out_schema = Arc::clone(&schema);
     let batch_size = context.session_config().batch_size();
+    let template = exec.fallback.clone();
+    let fell_back = MetricBuilder::new(&exec.metrics).counter("fallback", partition);
     let stream = stream::once(async move {
         let phase1 = cell
-            .get_or_try_init(|| start(&input, dictionary.as_ref(), &spec, &context, &metrics))
+            .get_or_try_init(|| start(&input, dictionary.as_ref(), template, &spec, &context, &metrics))
             .await?
             .clone();
+        if let Some(fallback) = &phase1.fallback
+            && fallback.decision().await
+        {
+            fell_back.add(1);
+            let tasks = || std::mem::take(&mut *phase1.tasks.lock().expect("task lock"));
+            let out: BoxStream<'static, Result<RecordBatch>> = fallback.plan(tasks).await?.execute(partition, context)?.boxed();
+            return Ok(out);
+        }
         let queue = phase1.queues.lock().expect("queue lock")[partition].take().ok_or_else(|| {
             DataFusionError::Execution(format!("InlineAggregateExec: partition {partition} executed twice"))
         })?;
@@ -265,28 +283,37 @@ pub(crate) fn inline_aggregate_stream(
         let table = aggregate_queue(queue, &phase1, &spec, partition, &merge_time, &reservation).await?;
         let partials = phase1
             .partials
-            .get_or_try_init(|| async {
+            .get_or_init(|| async {
                 let tasks = std::mem::take(&mut *phase1.tasks.lock().expect("task lock"));
                 if tasks.is_empty() {
-                    return Err(DataFusionError::Execution("InlineAggregateExec: phase 1 was cancelled".into()));
+                    // Taken by an output partition whose stream was dropped
+                    // while it joined them.
+                    return Err(Arc::new(DataFusionError::Execution("InlineAggregateExec: phase 1 was cancelled".into())));
                 }
-                let mut partials = Vec::with_capacity(tasks.len());
-                for task in tasks {
-                    let (rows, partial) = task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
-                    code_rows.add(rows);
-                    partials.push(partial);
-                }
-                phase1_time.add_duration(phase1.started.elapsed());
-                Ok::<_, DataFusionError>(Arc::new(partials))
+                let joined = async {
+                    let mut partials = Vec::with_capacity(tasks.len());
+                    for task in tasks {
+                        let (rows, partial) =
+                            task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+                        code_rows.add(rows);
+                        partials.push(partial.ok_or_else(|| {
+                            DataFusionError::Internal("InlineAggregateExec: a phase-1 task handed over on an inline run".into())
+                        })?);
+                    }
+                    phase1_time.add_duration(phase1.started.elapsed());
+                    Ok::<_, DataFusionError>(Arc::new(partials))
+                };
+                joined.await.map_err(Arc::new)
             })
-            .await?
-            .clone();
+            .await
+            .clone()
+            .map_err(DataFusionError::Shared)?;
         let task = SpawnedTask::spawn_blocking(move || {
             let _timer = merge_time.timer();
             merge(&partials, table, &spec, partition, &schema, batch_size, &reservation)
         });
         let batches = task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
-        Ok::<_, DataFusionError>(stream::iter(batches.into_iter().map(Ok)))
+        Ok::<_, DataFusionError>(stream::iter(batches.into_iter().map(Ok)).boxed())
     })
     .try_flatten()
     .inspect_ok(move |b| baseline.record_output(b.num_rows()));
@@ -296,10 +323,12 @@ pub(crate) fn inline_aggregate_stream(
 /// Starts phase 1: one task per input partition (spawned so partitions
 /// aggregate in parallel; dropping every output stream aborts them), from
 /// the files' codes when the dictionary scan takes over, else from the
-/// input partition's batches, with one queue per output partition.
+/// input partition's batches (probing first when the operator may fall
+/// back to `template`), with one queue per output partition.
 async fn start(
     input: &Arc<dyn ExecutionPlan>,
     dictionary: Option<&DictionaryScan>,
+    template: Option<Arc<dyn ExecutionPlan>>,
     spec: &Arc<Spec>,
     context: &Arc<TaskContext>,
     metrics: &ExecutionPlanMetricsSet,
@@ -318,6 +347,14 @@ async fn start(
         Precision::Exact(n) => (n / spec.outputs.max(1)).min(MAX_ROWS_HINT),
         _ => 0,
     };
+    let partitions = input.output_partitioning().partition_count();
+    let (fallback, mut probes) = match template.filter(|_| work.is_none()) {
+        Some(t) => {
+            let (f, probes) = Fallback::new(t, Arc::clone(input.properties()), partitions);
+            (Some(f), probes.into_iter().map(Some).collect())
+        }
+        None => (None, vec![]),
+    };
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..spec.outputs).map(|_| mpsc::unbounded_channel()).unzip();
     let queued = (0..spec.outputs)
         .map(|p| MemoryConsumer::new(format!("InlineAggregateExec[queue {p}]")).register(context.memory_pool()))
@@ -329,18 +366,23 @@ async fn start(
         partials: OnceCell::new(),
         started,
         rows_hint,
+        fallback,
     });
     let senders = Senders { queues: senders, phase1: Arc::downgrade(&phase1) };
     let mut tasks = vec![];
-    for p in 0..input.output_partitioning().partition_count() {
+    for p in 0..partitions {
+        let probe = probes.get_mut(p).and_then(Option::take);
         let reservation = MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
         let spec = Arc::clone(spec);
         tasks.push(match &work {
-            Some(work) => SpawnedTask::spawn(scan_partition(Arc::clone(work), spec, context.session_config().batch_size(), reservation)),
+            Some(work) => {
+                let task = scan_partition(Arc::clone(work), spec, context.session_config().batch_size(), reservation);
+                SpawnedTask::spawn(async move { task.await.map(|(rows, partial)| (rows, Some(partial))) })
+            }
             None => {
                 let stream = input.execute(p, Arc::clone(context))?;
                 let senders = senders.clone();
-                SpawnedTask::spawn(async move { Ok((0, aggregate_partition(stream, spec, senders, reservation).await?)) })
+                SpawnedTask::spawn(async move { Ok((0, aggregate_partition(stream, spec, senders, reservation, probe).await?)) })
             }
         });
     }
@@ -379,31 +421,58 @@ fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
     expr.evaluate(batch)?.into_array(batch.num_rows())
 }
 
-/// Phase 1 over one input partition.
+/// Phase 1 over one input partition; `None` when the run fell back and
+/// the input went to DataFusion's plan (see [`super::fallback`]).
 async fn aggregate_partition(
     mut input: SendableRecordBatchStream,
     spec: Arc<Spec>,
     senders: Senders,
     reservation: MemoryReservation,
-) -> Result<Partial> {
+    mut probe: Option<Probe>,
+) -> Result<Option<Partial>> {
     let mut table = Table::new(&spec)?;
     let (mut seen, mut spooling) = (0usize, false);
     while let Some(batch) = input.next().await {
-        let batch = batch?;
-        let rows = Rows {
-            keys: spec.group_exprs.iter().map(|e| eval(e, &batch)).collect::<Result<_>>()?,
-            args: spec.aggs.iter().map(|a| a.arg.as_ref().map(|e| eval(e, &batch)).transpose()).collect::<Result<_>>()?,
-        };
-        if spooling {
-            senders.send(split(rows, spec.outputs)?)?;
-        } else {
-            seen += rows.len();
-            table.update(&rows, 0)?;
-            spooling = seen >= PROBE_ROWS && table.len() as f64 > SPOOL_RATIO * seen as f64;
-            reservation.try_resize(table.memory_size())?;
+        let step = batch.and_then(|batch| {
+            if let Some(probe) = probe.as_mut() {
+                probe.keep(&batch);
+            }
+            let rows = Rows {
+                keys: spec.group_exprs.iter().map(|e| eval(e, &batch)).collect::<Result<_>>()?,
+                args: spec.aggs.iter().map(|a| a.arg.as_ref().map(|e| eval(e, &batch)).transpose()).collect::<Result<_>>()?,
+            };
+            if spooling {
+                senders.send(split(rows, spec.outputs)?)?;
+            } else {
+                seen += rows.len();
+                table.update(&rows, 0)?;
+                spooling = seen >= PROBE_ROWS && table.len() as f64 > SPOOL_RATIO * seen as f64;
+                reservation.try_resize(table.memory_size())?;
+            }
+            Ok(())
+        });
+        match (step, probe.take()) {
+            (Err(e), None) => return Err(e),
+            // Whether the error is this task's or the fallback plan's is
+            // for the decision to say.
+            (Err(e), Some(probe)) => return probe.stop(Some(e)).await.map(|_| None),
+            (Ok(()), None) => {}
+            (Ok(()), Some(p)) => match p.judge(&table.keys) {
+                Next::Probe(p) => probe = Some(p),
+                Next::Inline => {}
+                Next::FallBack(p) => {
+                    p.hand_over(Some(input), None);
+                    return Ok(None);
+                }
+            },
         }
     }
-    finish(table, &spec, reservation)
+    if let Some(probe) = probe
+        && probe.stop(None).await?.is_none()
+    {
+        return Ok(None);
+    }
+    finish(table, &spec, reservation).map(Some)
 }
 
 /// Phase 1 from dictionary codes: row groups from `work` until none is

@@ -1,0 +1,307 @@
+//! The way back to DataFusion's own aggregate when a probe of the input
+//! shows that the inline path would lose.
+//!
+//! Multi-column keys win inline while their groups are few (TPC-H Q1's flag
+//! and status) and lose to DataFusion's hash aggregate when they are many
+//! (ClickBench's `GROUP BY UserID, SearchPhrase`), and a plan cannot tell
+//! which from its statistics. So [`InlineAggregateExec`] keeps the aggregate
+//! it replaced as a template, and each phase-1 task keeps its first batches
+//! while it aggregates them. The first task to judge decides for all (one
+//! plan runs, never a mix): when its composite key table overflowed, or
+//! after [`super::stream::PROBE_ROWS`] rows it holds more than one group per
+//! [`MANY_GROUPS_ROWS`] rows, every task hands its kept batches and the rest
+//! of its input stream to a [`ReplayExec`] under a fresh copy of the
+//! original plan, and the output partitions run that plan instead.
+//! Otherwise the kept batches are dropped and phase 1 goes on inline.
+//!
+//! ```text
+//! InlineAggregateExec ─ decided "many" ─▶ AggregateExec(FinalPartitioned)
+//!   <input>                                 RepartitionExec(Hash)
+//!                                             AggregateExec(Partial)
+//!                                               ReplayExec  (kept batches, then the rest)
+//! ```
+//!
+//! [`InlineAggregateExec`]: super::InlineAggregateExec
+
+use super::keys::GroupKeys;
+use super::stream::{PROBE_ROWS, Phase1Task};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties, SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt, stream};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{OnceCell, oneshot, watch};
+
+/// At the end of the probe, one group per this many rows read or more
+/// means "many": the key table would overflow its direct tables soon.
+pub const MANY_GROUPS_ROWS: usize = 4;
+
+/// What a phase-1 task hands over: the batches it kept, then the rest of
+/// its input (none when the input ended during the probe).
+struct Handed {
+    kept: Vec<RecordBatch>,
+    rest: Option<SendableRecordBatchStream>,
+    /// The error that stopped the task during the probe, if any (raised
+    /// where the replayed partition would have read past its kept batches).
+    error: Option<DataFusionError>,
+}
+
+/// The decision of one execution, shared by its phase-1 tasks and output
+/// partitions, and the replay plan once it says "fall back".
+pub(crate) struct Fallback {
+    /// `None` until decided; then whether to fall back.
+    decided: watch::Sender<Option<bool>>,
+    /// Tasks that stopped probing before any decision (input ended, error
+    /// or cancellation); when all have, the inline path goes on.
+    stopped: AtomicUsize,
+    tasks: usize,
+    handed: Mutex<Vec<Option<oneshot::Receiver<Handed>>>>,
+    template: Arc<dyn ExecutionPlan>,
+    input: Arc<PlanProperties>,
+    plan: OnceCell<Arc<dyn ExecutionPlan>>,
+}
+
+impl fmt::Debug for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fallback").field("decided", &*self.decided.borrow()).finish()
+    }
+}
+
+impl Fallback {
+    /// A fresh decision for `tasks` phase-1 tasks over an input with these
+    /// properties, and each task's probe.
+    pub(crate) fn new(template: Arc<dyn ExecutionPlan>, input: Arc<PlanProperties>, tasks: usize) -> (Arc<Self>, Vec<Probe>) {
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..tasks).map(|_| oneshot::channel()).unzip();
+        let fallback = Arc::new(Self {
+            decided: watch::Sender::new(None),
+            stopped: AtomicUsize::new(0),
+            tasks,
+            handed: Mutex::new(receivers.into_iter().map(Some).collect()),
+            template,
+            input,
+            plan: OnceCell::new(),
+        });
+        if tasks == 0 {
+            fallback.decide(false);
+        }
+        let probes = senders
+            .into_iter()
+            .map(|tx| Probe { fallback: Arc::clone(&fallback), tx: Some(tx), kept: vec![], rows: 0, voted: false })
+            .collect();
+        (fallback, probes)
+    }
+
+    /// Sets the decision unless one was made; returns the one that stands.
+    fn decide(&self, fall_back: bool) -> bool {
+        self.decided.send_if_modified(|d| d.is_none() && d.replace(fall_back).is_none());
+        self.decided.borrow().expect("decided")
+    }
+
+    /// Waits for the decision.
+    pub(crate) async fn decision(&self) -> bool {
+        let mut rx = self.decided.subscribe();
+        // The sender lives in `self`: waiting cannot fail.
+        rx.wait_for(Option::is_some).await.map(|d| d.expect("decided")).unwrap_or(false)
+    }
+
+    /// The original plan over the handed-over input (built once per
+    /// execution, so its output partitions share one repartition).
+    /// `tasks` gives the phase-1 tasks (once): each replayed partition
+    /// keeps its task alive until it has handed over (a dropped task is
+    /// aborted).
+    pub(crate) async fn plan(&self, tasks: impl FnOnce() -> Vec<Phase1Task>) -> Result<Arc<dyn ExecutionPlan>> {
+        let plan = self
+            .plan
+            .get_or_try_init(|| async {
+                let receivers = std::mem::take(&mut *self.handed.lock().expect("handed lock"));
+                let mut tasks = tasks().into_iter();
+                let parts = receivers.into_iter().map(|rx| rx.map(|rx| (rx, tasks.next()))).collect();
+                let replay = Arc::new(ReplayExec {
+                    parts: Mutex::new(parts),
+                    schema: Arc::clone(self.input.eq_properties.schema()),
+                    properties: Arc::clone(&self.input),
+                });
+                with_leaf(&self.template, replay)
+            })
+            .await?;
+        Ok(Arc::clone(plan))
+    }
+}
+
+/// One phase-1 task's part in the decision: the batches it keeps until
+/// then.
+pub(crate) struct Probe {
+    fallback: Arc<Fallback>,
+    tx: Option<oneshot::Sender<Handed>>,
+    kept: Vec<RecordBatch>,
+    rows: usize,
+    voted: bool,
+}
+
+/// What a phase-1 task does after a batch.
+pub(crate) enum Next {
+    /// Keep probing.
+    Probe(Probe),
+    /// Decided inline: go on (the kept batches are dropped).
+    Inline,
+    /// Decided to fall back: hand over the input with [`Probe::hand_over`].
+    FallBack(Probe),
+}
+
+impl Probe {
+    /// Keeps `batch` (before aggregating it, so that a fallback replays it).
+    pub(crate) fn keep(&mut self, batch: &RecordBatch) {
+        self.rows += batch.num_rows();
+        self.kept.push(batch.clone());
+    }
+
+    /// Judges the table after the kept batches were aggregated into it (or
+    /// takes the decision already made).
+    pub(crate) fn judge(self, keys: &GroupKeys) -> Next {
+        let decided = *self.fallback.decided.borrow();
+        let fall_back = match decided {
+            Some(d) => d,
+            None if keys.overflowed() => self.fallback.decide(true),
+            None if self.rows >= PROBE_ROWS => self.fallback.decide(keys.len() * MANY_GROUPS_ROWS > self.rows),
+            None => return Next::Probe(self),
+        };
+        if fall_back { Next::FallBack(self) } else { Next::Inline }
+    }
+
+    /// The task stopped before a decision (its input ended, or `error`):
+    /// waits for the other tasks' decision. On "fall back" the kept batches
+    /// (and the error) go to the replay and this returns `None`; else the
+    /// error, if any, is the task's.
+    pub(crate) async fn stop(mut self, error: Option<DataFusionError>) -> Result<Option<()>> {
+        self.vote();
+        if self.fallback.decision().await {
+            self.hand_over(None, error);
+            return Ok(None);
+        }
+        error.map_or(Ok(Some(())), Err)
+    }
+
+    /// Hands the kept batches and the rest of the input to the replay.
+    pub(crate) fn hand_over(mut self, rest: Option<SendableRecordBatchStream>, error: Option<DataFusionError>) {
+        if let Some(tx) = self.tx.take() {
+            // A closed receiver: the fallback plan is gone (cancelled).
+            let _ = tx.send(Handed { kept: std::mem::take(&mut self.kept), rest, error });
+        }
+    }
+
+    /// Counts this task as stopped undecided; the last one decides inline.
+    fn vote(&mut self) {
+        if !std::mem::replace(&mut self.voted, true)
+            && self.fallback.stopped.fetch_add(1, Ordering::AcqRel) + 1 == self.fallback.tasks
+        {
+            self.fallback.decide(false);
+        }
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        // A task dropped while probing (cancelled, or done deciding) must
+        // not leave the others waiting for it.
+        self.vote();
+    }
+}
+
+/// The original aggregate `template` with its input replaced by `leaf`
+/// (below the partial or single aggregate; fresh nodes, fresh state).
+fn with_leaf(template: &Arc<dyn ExecutionPlan>, leaf: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    let recompute = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+    let lowest = template.downcast_ref::<AggregateExec>().is_some_and(|a| {
+        matches!(a.mode(), AggregateMode::Partial | AggregateMode::Single | AggregateMode::SinglePartitioned)
+    });
+    if lowest {
+        return Arc::clone(template).replace_children(vec![leaf], recompute);
+    }
+    match template.children().as_slice() {
+        [child] => {
+            let child = with_leaf(child, leaf)?;
+            Arc::clone(template).replace_children(vec![child], recompute)
+        }
+        _ => internal_err!("InlineAggregateExec: fallback template {} has no single input", template.name()),
+    }
+}
+
+/// A leaf that replays what phase 1's tasks handed over: per partition, the
+/// batches a task kept, then the rest of its input stream. Exists only
+/// inside a fallback plan, for one execution.
+pub struct ReplayExec {
+    /// Per partition, where its input arrives and the task that sends it.
+    parts: Mutex<Vec<Option<(oneshot::Receiver<Handed>, Option<Phase1Task>)>>>,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for ReplayExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplayExec").field("schema", &self.schema).finish()
+    }
+}
+
+impl DisplayAs for ReplayExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "ReplayExec")
+    }
+}
+
+impl ExecutionPlan for ReplayExec {
+    fn name(&self) -> &str {
+        "ReplayExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() { Ok(self) } else { internal_err!("ReplayExec has no children") }
+    }
+
+    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let part = self.parts.lock().expect("parts lock").get_mut(partition).and_then(Option::take);
+        let Some((rx, task)) = part else {
+            return internal_err!("ReplayExec: partition {partition} replayed twice or out of range");
+        };
+        let stream = stream::once(async move {
+            let handed = rx.await;
+            drop(task);
+            let handed = handed.map_err(|_| {
+                DataFusionError::Execution(format!("InlineAggregateExec: input partition {partition} stopped before handing over"))
+            })?;
+            let kept = stream::iter(handed.kept.into_iter().map(Ok));
+            let error = stream::iter(handed.error.map(Err));
+            let rest = match handed.rest {
+                Some(rest) => rest.boxed(),
+                None => stream::empty().boxed(),
+            };
+            Ok::<_, DataFusionError>(kept.chain(error).chain(rest))
+        })
+        .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), stream)))
+    }
+}
