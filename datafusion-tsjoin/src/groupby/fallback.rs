@@ -7,12 +7,15 @@
 //! which from its statistics. So [`InlineAggregateExec`] keeps the aggregate
 //! it replaced as a template, and each phase-1 task keeps its first batches
 //! while it aggregates them. The first task to judge decides for all (one
-//! plan runs, never a mix): when its composite key table overflowed, or
-//! after [`super::stream::PROBE_ROWS`] rows it holds more than one group per
-//! [`MANY_GROUPS_ROWS`] rows, every task hands its kept batches and the rest
+//! plan runs, never a mix): as soon as its key table holds more than
+//! [`MANY_GROUPS`] groups (or overflowed its direct tables), or after a
+//! quarter of the probe averages fewer than [`MIN_ROWS_PER_GROUP`] rows per
+//! group (so the work done twice stays small), every task hands its kept
+//! batches and the rest
 //! of its input stream to a [`ReplayExec`] under a fresh copy of the
 //! original plan, and the output partitions run that plan instead.
-//! Otherwise the kept batches are dropped and phase 1 goes on inline.
+//! After [`super::stream::PROBE_ROWS`] rows with fewer groups, the kept
+//! batches are dropped and phase 1 goes on inline.
 //!
 //! ```text
 //! InlineAggregateExec ─ decided "many" ─▶ AggregateExec(FinalPartitioned)
@@ -42,9 +45,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OnceCell, oneshot, watch};
 
-/// At the end of the probe, one group per this many rows read or more
-/// means "many": the key table would overflow its direct tables soon.
-pub const MANY_GROUPS_ROWS: usize = 4;
+/// Groups above which, during the probe, the run falls back.
+/// Measured on ClickBench's columns (benches/README.md): integer pairs with
+/// up to 8K groups run 1.3-1.4x faster inline, while a string/integer pair
+/// with 20K groups and a string pair with 70K lose (0.65-0.8x), as do
+/// integer pairs past about 80K.
+pub const MANY_GROUPS: usize = 8192;
+
+/// Rows per group below which, a quarter into the probe, the run falls
+/// back early: ClickBench's filtered `MobilePhoneModel, UserID` grouping
+/// (about 10 rows per group as it starts, 20K groups in all) loses
+/// inline, and passing [`MANY_GROUPS`] only after most of its rows had
+/// been aggregated once cost it 15%; `RegionID, OS` (14-20, 8K groups in
+/// all) wins 1.3x inline.
+pub const MIN_ROWS_PER_GROUP: usize = 12;
 
 /// What a phase-1 task hands over: the batches it kept, then the rest of
 /// its input (none when the input ended during the probe).
@@ -171,8 +185,10 @@ impl Probe {
         let decided = *self.fallback.decided.borrow();
         let fall_back = match decided {
             Some(d) => d,
-            None if keys.overflowed() => self.fallback.decide(true),
-            None if self.rows >= PROBE_ROWS => self.fallback.decide(keys.len() * MANY_GROUPS_ROWS > self.rows),
+            // Groups only grow: "many" needs no more rows.
+            None if keys.overflowed() || keys.len() > MANY_GROUPS => self.fallback.decide(true),
+            None if self.rows >= PROBE_ROWS / 4 && keys.len() * MIN_ROWS_PER_GROUP > self.rows => self.fallback.decide(true),
+            None if self.rows >= PROBE_ROWS => self.fallback.decide(false),
             None => return Next::Probe(self),
         };
         if fall_back { Next::FallBack(self) } else { Next::Inline }
@@ -180,15 +196,20 @@ impl Probe {
 
     /// The task stopped before a decision (its input ended, or `error`):
     /// waits for the other tasks' decision. On "fall back" the kept batches
-    /// (and the error) go to the replay and this returns `None`; else the
+    /// (and the error) go to the replay and this returns true; else the
     /// error, if any, is the task's.
-    pub(crate) async fn stop(mut self, error: Option<DataFusionError>) -> Result<Option<()>> {
+    pub(crate) async fn stop(mut self, error: Option<DataFusionError>) -> Result<bool> {
         self.vote();
         if self.fallback.decision().await {
             self.hand_over(None, error);
-            return Ok(None);
+            return Ok(true);
         }
-        error.map_or(Ok(Some(())), Err)
+        error.map_or(Ok(false), Err)
+    }
+
+    /// Bytes the kept batches hold (accounted with the task's table).
+    pub(crate) fn kept_bytes(&self) -> usize {
+        self.kept.iter().map(RecordBatch::get_array_memory_size).sum()
     }
 
     /// Hands the kept batches and the rest of the input to the replay.

@@ -348,13 +348,15 @@ async fn start(
         _ => 0,
     };
     let partitions = input.output_partitioning().partition_count();
-    let (fallback, mut probes) = match template.filter(|_| work.is_none()) {
+    let (fallback, probes) = match template.filter(|_| work.is_none()) {
         Some(t) => {
             let (f, probes) = Fallback::new(t, Arc::clone(input.properties()), partitions);
-            (Some(f), probes.into_iter().map(Some).collect())
+            (Some(f), probes)
         }
         None => (None, vec![]),
     };
+    // One probe per task when the run may fall back, else none.
+    let mut probes = probes.into_iter();
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..spec.outputs).map(|_| mpsc::unbounded_channel()).unzip();
     let queued = (0..spec.outputs)
         .map(|p| MemoryConsumer::new(format!("InlineAggregateExec[queue {p}]")).register(context.memory_pool()))
@@ -371,7 +373,7 @@ async fn start(
     let senders = Senders { queues: senders, phase1: Arc::downgrade(&phase1) };
     let mut tasks = vec![];
     for p in 0..partitions {
-        let probe = probes.get_mut(p).and_then(Option::take);
+        let probe = probes.next();
         let reservation = MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
         let spec = Arc::clone(spec);
         tasks.push(match &work {
@@ -447,7 +449,7 @@ async fn aggregate_partition(
                 seen += rows.len();
                 table.update(&rows, 0)?;
                 spooling = seen >= PROBE_ROWS && table.len() as f64 > SPOOL_RATIO * seen as f64;
-                reservation.try_resize(table.memory_size())?;
+                reservation.try_resize(table.memory_size() + probe.as_ref().map_or(0, Probe::kept_bytes))?;
             }
             Ok(())
         });
@@ -468,7 +470,7 @@ async fn aggregate_partition(
         }
     }
     if let Some(probe) = probe
-        && probe.stop(None).await?.is_none()
+        && probe.stop(None).await?
     {
         return Ok(None);
     }
