@@ -304,8 +304,10 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
     let n = 300_000;
     let sql = "SELECT a, b, count(*), count(v), sum(v), min(v), max(v), avg(v) FROM t GROUP BY a, b ORDER BY a, b";
     for (groups, many) in [(60, false), (200_000, true), (40_000, true)] {
-        for sizes in [&[1][..], &[3, 0, 1, 40], &[0, 1]] {
-            let ctx = context(sizes.len().max(2));
+        // One target partition plans a single-mode aggregate (the
+        // template the fallback replays under), more a partial/final pair.
+        for (sizes, target) in [(&[1][..], 1), (&[1], 2), (&[3, 0, 1, 40], 4), (&[0, 1], 2)] {
+            let ctx = context(target);
             ctx.register_table("t", Arc::new(two_key_table(n, groups, sizes))).unwrap();
             ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
             let want = rows(&ctx, sql).await;
@@ -319,7 +321,7 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
                     .iter()
                     .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
                     .collect();
-                let label = format!("{groups} groups, partitions {sizes:?}, run {run}");
+                let label = format!("{groups} groups, partitions {sizes:?}, target {target}, run {run}");
                 assert!(got == want, "{label}: results differ ({} rows vs {})", got.len(), want.len());
                 let fell_back = fallbacks(&plan).expect("an inline aggregate");
                 assert_eq!(fell_back > 0, many, "{label}: fallback metric {fell_back}");
