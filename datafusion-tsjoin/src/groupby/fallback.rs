@@ -79,7 +79,8 @@ pub(crate) struct Fallback {
     /// or cancellation); when all have, the inline path goes on.
     stopped: AtomicUsize,
     tasks: usize,
-    handed: Mutex<Vec<Option<oneshot::Receiver<Handed>>>>,
+    /// Per task, where its hand-over arrives (taken by the replay plan).
+    handed: Mutex<Vec<oneshot::Receiver<Handed>>>,
     template: Arc<dyn ExecutionPlan>,
     input: Arc<PlanProperties>,
     plan: OnceCell<Arc<dyn ExecutionPlan>>,
@@ -100,7 +101,7 @@ impl Fallback {
             decided: watch::Sender::new(None),
             stopped: AtomicUsize::new(0),
             tasks,
-            handed: Mutex::new(receivers.into_iter().map(Some).collect()),
+            handed: Mutex::new(receivers),
             template,
             input,
             plan: OnceCell::new(),
@@ -139,7 +140,7 @@ impl Fallback {
             .get_or_try_init(|| async {
                 let receivers = std::mem::take(&mut *self.handed.lock().expect("handed lock"));
                 let mut tasks = tasks().into_iter();
-                let parts = receivers.into_iter().map(|rx| rx.map(|rx| (rx, tasks.next()))).collect();
+                let parts = receivers.into_iter().map(|rx| Some((rx, tasks.next()))).collect();
                 let replay = Arc::new(ReplayExec {
                     parts: Mutex::new(parts),
                     schema: Arc::clone(self.input.eq_properties.schema()),
