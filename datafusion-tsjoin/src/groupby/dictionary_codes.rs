@@ -1,5 +1,6 @@
-//! [`KeyChunk`]: one Parquet column chunk of an integer group key, read as
-//! group ids straight from its dictionary codes.
+//! [`KeyChunk`]: one Parquet column chunk of a group key (INT32, INT64 or
+//! a BYTE_ARRAY string), read as group ids straight from its dictionary
+//! codes.
 //!
 //! Each dictionary entry is interned once, the first time a row refers to
 //! it; after that a row costs one code decode and one table read. A
@@ -10,7 +11,7 @@
 use super::accumulate::count_ids;
 use super::keys::GroupKeys;
 use crate::kernels::rle::HybridDecoder;
-use datafusion::arrow::array::{ArrayRef, Int64Array, new_null_array};
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringViewBuilder, new_null_array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::parquet::basic::Encoding;
@@ -35,22 +36,92 @@ enum Values {
     Plain(Bytes, usize),
 }
 
-/// `n` PLAIN little-endian INT32 (`int32`) or INT64 values as `i64`.
-fn plain(int32: bool, bytes: &[u8], n: usize) -> Result<Vec<i64>> {
-    let w = if int32 { 4 } else { 8 };
-    let bytes = bytes.get(..n * w).ok_or_else(|| corrupt("PLAIN values past the end of the page"))?;
-    Ok(if int32 {
-        bytes.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect()
-    } else {
-        bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
-    })
+/// Physical type of a key column chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Physical {
+    Int32,
+    Int64,
+    /// UTF-8 strings (BYTE_ARRAY), interned as views.
+    Utf8,
 }
 
-/// The next `n` values of a PLAIN page (`pos`: where they start; moved on).
-fn next_plain(int32: bool, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Vec<i64>> {
-    let v = plain(int32, bytes.get(*pos..).unwrap_or_default(), n)?;
-    *pos += n * if int32 { 4 } else { 8 };
-    Ok(v)
+/// PLAIN-encoded values of a page or a dictionary, in order.
+enum Plain {
+    Ints(Vec<i64>),
+    /// Strings as `(start, len)` into `data` (UTF-8 checked when they are
+    /// interned).
+    Strings { data: Bytes, spans: Vec<(usize, usize)> },
+}
+
+impl Default for Plain {
+    fn default() -> Self {
+        Plain::Ints(vec![])
+    }
+}
+
+impl Plain {
+    fn len(&self) -> usize {
+        match self {
+            Plain::Ints(v) => v.len(),
+            Plain::Strings { spans, .. } => spans.len(),
+        }
+    }
+
+    /// The values `entries` (indices into `self`) as an array: `Int64` or
+    /// `Utf8View`. Invalid UTF-8 is a corrupt file.
+    fn array(&self, entries: impl Iterator<Item = usize>) -> Result<ArrayRef> {
+        Ok(match self {
+            Plain::Ints(v) => Arc::new(Int64Array::from_iter_values(entries.map(|e| v[e]))),
+            Plain::Strings { data, spans } => {
+                let mut b = StringViewBuilder::new();
+                for e in entries {
+                    let (start, len) = spans[e];
+                    b.append_value(std::str::from_utf8(&data[start..start + len]).map_err(|_| corrupt("string key is not UTF-8"))?);
+                }
+                Arc::new(b.finish())
+            }
+        })
+    }
+
+    /// All values, as [`Self::array`].
+    fn all(&self) -> Result<ArrayRef> {
+        self.array(0..self.len())
+    }
+}
+
+/// `n` PLAIN values of type `kind` from `bytes[*pos..]` (`pos` moved past
+/// them): little-endian INT32/INT64, or BYTE_ARRAY (a 4-byte length, then
+/// the bytes).
+fn plain(kind: Physical, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Plain> {
+    let rest = bytes.get(*pos..).unwrap_or_default();
+    let past = || corrupt("PLAIN values past the end of the page");
+    Ok(match kind {
+        Physical::Int32 | Physical::Int64 => {
+            let w = if kind == Physical::Int32 { 4 } else { 8 };
+            let b = rest.get(..n * w).ok_or_else(past)?;
+            *pos += n * w;
+            Plain::Ints(if w == 4 {
+                b.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect()
+            } else {
+                b.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
+            })
+        }
+        Physical::Utf8 => {
+            let mut spans = Vec::with_capacity(n);
+            let mut at = *pos;
+            for _ in 0..n {
+                let len = bytes.get(at..at + 4).ok_or_else(past)?;
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                if bytes.len() - (at + 4) < len {
+                    return Err(past());
+                }
+                spans.push((at + 4, len));
+                at += 4 + len;
+            }
+            *pos = at;
+            Plain::Strings { data: bytes.clone(), spans }
+        }
+    })
 }
 
 /// The data page being read.
@@ -61,13 +132,13 @@ struct PageState {
     values: Values,
 }
 
-/// One column chunk of an INT32 or INT64 key.
+/// One column chunk of a key.
 pub(super) struct KeyChunk {
     pages: Box<dyn PageReader>,
-    int32: bool,
+    kind: Physical,
     nullable: bool,
     /// Dictionary values and the group of each ([`UNMAPPED`] until used).
-    dict: Vec<i64>,
+    dict: Plain,
     groups: Vec<u32>,
     /// Rows per dictionary entry, in count-only reading.
     hist: Vec<u64>,
@@ -89,14 +160,14 @@ pub(super) struct KeyChunk {
 }
 
 impl KeyChunk {
-    /// A reader over `pages` of a flat INT32 (`int32`) or INT64 column,
-    /// nullable when its max definition level is 1.
-    pub(super) fn new(pages: Box<dyn PageReader>, int32: bool, nullable: bool) -> Self {
+    /// A reader over `pages` of a flat column of type `kind`, nullable
+    /// when its max definition level is 1.
+    pub(super) fn new(pages: Box<dyn PageReader>, kind: Physical, nullable: bool) -> Self {
         Self {
             pages,
-            int32,
+            kind,
             nullable,
-            dict: vec![],
+            dict: Plain::default(),
             groups: vec![],
             hist: vec![],
             padded: vec![],
@@ -124,7 +195,7 @@ impl KeyChunk {
                     }
                     // Rows counted against the old dictionary go to its groups.
                     self.flush_hist(keys, counts)?;
-                    self.dict = plain(self.int32, &buf, num_values as usize)?;
+                    self.dict = plain(self.kind, &buf, &mut 0, num_values as usize)?;
                     self.groups = vec![UNMAPPED; self.dict.len()];
                     self.padded_stale = true;
                     continue;
@@ -170,6 +241,18 @@ impl KeyChunk {
     /// the groups the chunk can add at most, when all its pages hold codes.
     pub(super) fn dictionary_len(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<usize> {
         self.page(keys, counts)?;
+        Ok(self.dict.len())
+    }
+
+    /// Interns every entry of the chunk's dictionary (read with the first
+    /// data page), used by a row or not: a multi-column key then knows its
+    /// columns' codes before it reads a row. Returns the entries.
+    pub(super) fn intern_dictionary(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<usize> {
+        self.page(keys, counts)?;
+        let missing: Vec<u32> = (0..self.groups.len() as u32).filter(|&c| self.groups[c as usize] == UNMAPPED).collect();
+        if !missing.is_empty() {
+            self.intern(&missing, keys, counts)?;
+        }
         Ok(self.dict.len())
     }
 
@@ -241,7 +324,7 @@ impl KeyChunk {
 
     /// Interns dictionary entries `entries`.
     fn intern(&mut self, entries: &[u32], keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<()> {
-        let values: ArrayRef = Arc::new(Int64Array::from_iter_values(entries.iter().map(|&c| self.dict[c as usize])));
+        let values = self.dict.array(entries.iter().map(|&c| c as usize))?;
         keys.assign(&[values], &mut self.scratch, None, 0)?;
         for (&c, &g) in entries.iter().zip(&self.scratch) {
             self.groups[c as usize] = g;
@@ -252,9 +335,9 @@ impl KeyChunk {
     }
 
     /// Interns PLAIN values; their groups go to `out`.
-    fn intern_plain(values: Vec<i64>, keys: &mut GroupKeys, counts: &mut Vec<u64>, out: &mut Vec<u32>) -> Result<()> {
+    fn intern_plain(values: Plain, keys: &mut GroupKeys, counts: &mut Vec<u64>, out: &mut Vec<u32>) -> Result<()> {
         let mut ids = vec![];
-        keys.assign(&[Arc::new(Int64Array::from(values)) as ArrayRef], &mut ids, None, 0)?;
+        keys.assign(&[values.all()?], &mut ids, None, 0)?;
         counts.resize(keys.len(), 0);
         out.extend(ids);
         Ok(())
@@ -265,7 +348,8 @@ impl KeyChunk {
         if let Some(g) = self.null {
             return Ok(g);
         }
-        keys.assign(&[new_null_array(&DataType::Int64, 1)], &mut self.scratch, None, 0)?;
+        let t = if self.kind == Physical::Utf8 { DataType::Utf8View } else { DataType::Int64 };
+        keys.assign(&[new_null_array(&t, 1)], &mut self.scratch, None, 0)?;
         counts.resize(keys.len(), 0);
         self.null = Some(self.scratch[0]);
         Ok(self.scratch[0])
@@ -274,6 +358,14 @@ impl KeyChunk {
     /// The group ids of the next `n` rows into `ids` (replaced), each row
     /// counted in `counts`.
     pub(super) fn ids(&mut self, n: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>, ids: &mut Vec<u32>) -> Result<()> {
+        self.codes(n, keys, counts, ids)?;
+        count_ids(ids, counts);
+        Ok(())
+    }
+
+    /// [`Self::ids`] without counting the rows (`counts` is only grown to
+    /// the groups): the codes of one column of a multi-column key.
+    pub(super) fn codes(&mut self, n: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>, ids: &mut Vec<u32>) -> Result<()> {
         ids.clear();
         let mut vals = std::mem::take(&mut self.vals);
         while ids.len() < n {
@@ -310,7 +402,7 @@ impl KeyChunk {
                     }
                 }
                 Values::Plain(bytes, pos) => {
-                    Self::intern_plain(next_plain(self.int32, bytes, pos, valid)?, keys, counts, out)?;
+                    Self::intern_plain(plain(self.kind, bytes, pos, valid)?, keys, counts, out)?;
                 }
             }
             self.page = Some(page);
@@ -321,7 +413,6 @@ impl KeyChunk {
             }
         }
         self.vals = vals;
-        count_ids(ids, counts);
         Ok(())
     }
 
@@ -360,7 +451,7 @@ impl KeyChunk {
                 }
                 Values::Plain(bytes, pos) => {
                     let mut ids = vec![];
-                    Self::intern_plain(next_plain(self.int32, bytes, pos, valid)?, keys, counts, &mut ids)?;
+                    Self::intern_plain(plain(self.kind, bytes, pos, valid)?, keys, counts, &mut ids)?;
                     count_ids(&ids, counts);
                 }
             }
@@ -462,7 +553,7 @@ mod tests {
         let want = vec![(Some(7), 2), (Some(9), 2), (None, 2), (Some(11), 1)];
         // Row by row, in batches that cross the page boundary.
         let (mut keys, mut counts, mut ids) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![], vec![]);
-        let mut chunk = KeyChunk::new(pages(), true, true);
+        let mut chunk = KeyChunk::new(pages(), Physical::Int32, true);
         let mut all = vec![];
         for n in [3, 3, 1] {
             chunk.ids(n, &mut keys, &mut counts, &mut ids).unwrap();
@@ -472,7 +563,7 @@ mod tests {
         assert_eq!(groups(&mut keys, &counts), want);
         // Count-only: the same groups and counts.
         let (mut keys, mut counts) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
-        KeyChunk::new(pages(), true, true).count(7, &mut keys, &mut counts).unwrap();
+        KeyChunk::new(pages(), Physical::Int32, true).count(7, &mut keys, &mut counts).unwrap();
         let mut got = groups(&mut keys, &counts);
         got.sort();
         let mut want = want;
@@ -480,7 +571,48 @@ mod tests {
         assert_eq!(got, want);
         // A chunk shorter than its row group is an error, not a panic.
         let (mut keys, mut counts) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
-        let err = KeyChunk::new(pages(), true, true).count(8, &mut keys, &mut counts).unwrap_err();
+        let err = KeyChunk::new(pages(), Physical::Int32, true).count(8, &mut keys, &mut counts).unwrap_err();
         assert!(err.to_string().contains("fewer values than the row group has rows"), "{err}");
+    }
+
+    /// BYTE_ARRAY entries and values: 4-byte length, then the bytes.
+    fn byte_array(values: &[&[u8]]) -> Vec<u8> {
+        values.iter().flat_map(|v| (v.len() as u32).to_le_bytes().into_iter().chain(v.iter().copied())).collect()
+    }
+
+    #[test]
+    fn string_chunks_group_codes_plain_pages_and_nulls_and_reject_bad_utf8() {
+        let string_pages = |dict: &[&[u8]]| -> Box<dyn PageReader> {
+            let dict = Page::DictionaryPage {
+                buf: Bytes::from(byte_array(dict)),
+                num_values: 2,
+                encoding: Encoding::PLAIN,
+                is_sorted: false,
+            };
+            // Levels 1,0,1,1; codes 1,0,1 at width 1.
+            let page1 = data_page(&[3, 0b1101], &[1, 3, 0b101], 4, Encoding::RLE_DICTIONARY);
+            // Levels 1,1,0; PLAIN "x", "a string past twelve bytes".
+            let page2 = data_page(&[3, 0b011], &byte_array(&[b"x", b"a string past twelve bytes"]), 3, Encoding::PLAIN);
+            Box::new(Pages(vec![dict, page1, page2].into_iter()))
+        };
+        let (mut keys, mut counts, mut ids) = (GroupKeys::column(&DataType::Utf8View).unwrap(), vec![], vec![]);
+        let mut chunk = KeyChunk::new(string_pages(&[b"x", b"yy"]), Physical::Utf8, true);
+        let mut all = vec![];
+        for n in [2, 5] {
+            chunk.ids(n, &mut keys, &mut counts, &mut ids).unwrap();
+            all.extend_from_slice(&ids);
+        }
+        // yy, NULL, x, yy | x, long, NULL
+        assert_eq!(all, vec![0, 1, 2, 0, 2, 3, 1]);
+        assert_eq!(counts, vec![2, 2, 2, 1]);
+        let emitted = keys.emit().unwrap();
+        let s = datafusion::arrow::array::AsArray::as_string_view(&emitted[0]);
+        let got: Vec<Option<&str>> = s.iter().collect();
+        assert_eq!(got, vec![Some("yy"), None, Some("x"), Some("a string past twelve bytes")]);
+        // An entry that is not UTF-8: an error when a row uses it.
+        let (mut keys, mut counts) = (GroupKeys::column(&DataType::Utf8View).unwrap(), vec![]);
+        let mut chunk = KeyChunk::new(string_pages(&[b"x", &[0xff, 0xfe]]), Physical::Utf8, true);
+        let err = chunk.ids(4, &mut keys, &mut counts, &mut ids).unwrap_err();
+        assert!(err.to_string().contains("not UTF-8"), "{err}");
     }
 }

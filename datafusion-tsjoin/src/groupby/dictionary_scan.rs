@@ -1,6 +1,6 @@
 //! [`DictionaryScan`]: phase 1 of [`super::InlineAggregateExec`] read
 //! straight from Parquet when the group key is a dictionary-encoded integer
-//! column.
+//! column, or several dictionary-encoded integer or string columns.
 //!
 //! Parquet writers dictionary-encode low-cardinality columns by default, so
 //! a `GROUP BY` over an integer column usually finds every row already
@@ -10,22 +10,35 @@
 //! never materialises a row at all. Aggregate arguments are read by
 //! arrow's Parquet reader for the same row group, batch by batch.
 //!
+//! Several key columns (TPC-H Q1's flag and status) are each coded from
+//! their own chunk's codes and the code tuples combined by
+//! [`super::composite::Composite`]'s pair tables: no string is decoded,
+//! copied into a view or looked up per row. Those keys only take the scan
+//! when their dictionaries promise few groups: planning estimates the
+//! product of the columns' dictionary sizes from the footers, and each row
+//! group interns its dictionaries' entries first and checks that the pair
+//! tables have room (else, or past [`MAX_TUPLES`] groups, that row group's
+//! keys are decoded and grouped as the stream's would be).
+//!
 //! Applies when the aggregate's input is a Parquet `DataSourceExec` (or a
 //! round-robin repartition of one) with no
-//! filter, limit, custom reader or decryption, the key is a file column of a
-//! signed integer, date or timestamp type stored as INT32/INT64, and every
-//! aggregate argument is a file column. At execution it takes over only if
-//! every row group's key chunk is entirely dictionary-encoded (the footer's
+//! filter, limit, custom reader or decryption, each key is a file column of a
+//! signed integer, date or timestamp type stored as INT32/INT64 (or, with
+//! two keys or more, a string stored as BYTE_ARRAY), and every
+//! aggregate argument is a file column (or a cast of one). At execution it takes over only if
+//! every row group's key chunks are entirely dictionary-encoded (the footer's
 //! page encoding statistics say so) and the files' own types match the
 //! table's; otherwise phase 1 reads the scan as usual. Work is handed out
 //! by row group to as many tasks as the scan has partitions.
 
 use super::accumulate::InlineAgg;
-use super::dictionary_codes::KeyChunk;
+use super::dictionary_codes::{KeyChunk, Physical};
+use super::keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::stream::Table;
-use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
+use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::DefaultParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::{FileSource, ParquetFileReaderFactory, ParquetSource};
@@ -34,12 +47,14 @@ use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use datafusion::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 use datafusion::parquet::basic::{Encoding, PageType, Type as PhysicalType};
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::parquet::file::reader::{ChunkReader, Length};
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
-use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::expressions::{CastExpr, Column};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
@@ -57,10 +72,29 @@ pub(crate) struct DictionaryScan {
     /// footers), so files are read as the scan would read them.
     factory: Option<Arc<dyn ParquetFileReaderFactory>>,
     files: Vec<PartitionedFile>,
-    /// Key column: name and type (in the files and the table alike).
-    key: (String, DataType),
+    /// Key columns: name and type (in the table; the files' must match).
+    keys: Vec<(String, DataType)>,
     /// Per aggregate, the column its argument reads (`None`: `count(*)`).
-    args: Vec<Option<(String, DataType)>>,
+    args: Vec<Option<ArgColumn>>,
+}
+
+/// An aggregate argument: a file column, maybe cast (`sum` of a small
+/// integer sums its cast to Int64).
+#[derive(Debug, Clone)]
+struct ArgColumn {
+    name: String,
+    data_type: DataType,
+    cast: Option<(DataType, CastOptions<'static>)>,
+}
+
+impl ArgColumn {
+    /// The argument's values from the column read.
+    fn eval(&self, column: &ArrayRef) -> Result<ArrayRef> {
+        Ok(match &self.cast {
+            Some((t, options)) => cast_with_options(column, t, options)?,
+            None => Arc::clone(column),
+        })
+    }
 }
 
 /// Types whose Parquet INT32/INT64 values are the Arrow values themselves.
@@ -69,6 +103,10 @@ fn key_type(t: &DataType) -> bool {
         t,
         DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Date32 | DataType::Timestamp(..)
     )
+}
+
+fn string_type(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
 }
 
 impl DictionaryScan {
@@ -107,13 +145,27 @@ impl DictionaryScan {
             let field = file_schema.fields().get(table)?;
             Some((field.name().clone(), field.data_type().clone()))
         };
-        let [(key, _)] = group_exprs else { return None };
-        let key = file_column(key).filter(|(_, t)| key_type(t))?;
+        let keys: Vec<(String, DataType)> = group_exprs.iter().map(|(e, _)| file_column(e)).collect::<Option<_>>()?;
+        let qualifies = match keys.as_slice() {
+            [(_, t)] => key_type(t),
+            [_, _, ..] => keys.iter().all(|(_, t)| key_type(t) || string_type(t)),
+            [] => false,
+        };
+        if !qualifies {
+            return None;
+        }
         let args = aggs
             .iter()
             .map(|a| match &a.arg {
                 None => Some(None),
-                Some(e) => file_column(e).map(Some),
+                Some(e) => {
+                    let (e, cast) = match e.downcast_ref::<CastExpr>() {
+                        Some(c) => (c.expr(), Some((c.cast_type().clone(), c.cast_options().clone()))),
+                        None => (e, None),
+                    };
+                    let (name, data_type) = file_column(e)?;
+                    Some(Some(ArgColumn { name, data_type, cast }))
+                }
             })
             .collect::<Option<Vec<_>>>()?;
         let files: Vec<PartitionedFile> = config.file_groups.iter().flat_map(|g| g.files().iter().cloned()).collect();
@@ -121,7 +173,7 @@ impl DictionaryScan {
             return None;
         }
         let factory = source.parquet_file_reader_factory().cloned();
-        Some(Self { store: config.object_store_url.clone(), factory, files, key, args })
+        Some(Self { store: config.object_store_url.clone(), factory, files, keys, args })
     }
 
     /// Reads every file's footer and returns the work, or `None` when some
@@ -135,6 +187,8 @@ impl DictionaryScan {
         let mut files = Vec::with_capacity(self.files.len());
         let mut items = vec![];
         let (mut rows, mut entries) = (0u64, 0u64);
+        // Per key column, the largest dictionary of a row group (estimated).
+        let mut largest = vec![0u64; self.keys.len()];
         // Footers are fetched a few at a time, as the scan's partitions
         // would fetch theirs side by side.
         let fetches: Vec<_> = self
@@ -154,12 +208,17 @@ impl DictionaryScan {
             let f = files.len();
             for rg in info.row_groups.iter().copied() {
                 let meta = info.arrow.metadata().row_group(rg);
-                let chunk = meta.column(info.key_leaf);
-                if !all_dictionary(chunk) {
-                    return Ok(None);
+                for (k, key) in info.keys.iter().enumerate() {
+                    let chunk = meta.column(key.leaf);
+                    if !all_dictionary(chunk) {
+                        return Ok(None);
+                    }
+                    // (Strings: 4 length bytes and a few of text each.)
+                    let n = dictionary_bytes(chunk) / if key.kind == Physical::Int32 { 4 } else { 8 };
+                    entries += n;
+                    largest[k] = largest[k].max(n);
                 }
                 rows += meta.num_rows().max(0) as u64;
-                entries += dictionary_bytes(chunk) / if info.int32 { 4 } else { 8 };
                 items.push((f, rg));
             }
             files.push(info);
@@ -172,40 +231,59 @@ impl DictionaryScan {
         if self.args.iter().any(Option::is_some) && entries * MIN_ROWS_PER_ENTRY > rows {
             return Ok(None);
         }
-        let args = self.args.iter().map(|a| a.as_ref().map(|(name, _)| name.clone())).collect();
-        Ok(Some(Work { factory, metrics: metrics.clone(), files, args, items, next: AtomicUsize::new(0) }))
+        // Several keys: only when the groups promise to stay few (else the
+        // stream's probe decides, and may hand the rows to DataFusion).
+        if largest.len() > 1 && largest.iter().try_fold(1u64, |p, &n| p.checked_mul(n.max(1))).is_none_or(|p| p > MAX_TUPLES as u64) {
+            return Ok(None);
+        }
+        let args = self.args.clone();
+        let keys = self.keys.clone();
+        Ok(Some(Work { factory, metrics: metrics.clone(), files, args, keys, items, next: AtomicUsize::new(0) }))
     }
 
-    /// What reading `file` takes, when its key and arguments are the
-    /// table's types and its key a flat INT32/INT64 column.
+    /// What reading `file` takes, when its keys and arguments are the
+    /// table's types and its keys flat INT32/INT64 (or string BYTE_ARRAY)
+    /// columns.
     fn file_info(&self, file: &PartitionedFile, arrow: ArrowReaderMetadata) -> Option<FileInfo> {
         let schema = arrow.schema();
-        let (name, t) = &self.key;
-        if schema.field_with_name(name).ok()?.data_type() != t {
-            return None;
-        }
         let descr = arrow.parquet_schema();
-        let key_leaf = (0..descr.num_columns()).find(|&i| {
-            let c = descr.column(i);
-            c.path().parts().len() == 1 && c.path().parts()[0] == *name
-        })?;
-        let c = descr.column(key_leaf);
-        let int32 = match c.physical_type() {
-            PhysicalType::INT32 => true,
-            PhysicalType::INT64 => false,
-            _ => return None,
-        };
-        if c.max_rep_level() != 0 || c.max_def_level() > 1 {
-            return None;
+        let mut keys = vec![];
+        let mut key_roots = vec![];
+        for (name, t) in &self.keys {
+            let (root, field) = schema.column_with_name(name)?;
+            // Strings read as any string type group alike.
+            if field.data_type() != t && !(string_type(t) && string_type(field.data_type())) {
+                return None;
+            }
+            let leaf = (0..descr.num_columns()).find(|&i| {
+                let c = descr.column(i);
+                c.path().parts().len() == 1 && c.path().parts()[0] == *name
+            })?;
+            let c = descr.column(leaf);
+            let kind = match c.physical_type() {
+                PhysicalType::INT32 if key_type(t) => Physical::Int32,
+                PhysicalType::INT64 if key_type(t) => Physical::Int64,
+                PhysicalType::BYTE_ARRAY if string_type(t) => Physical::Utf8,
+                _ => return None,
+            };
+            if c.max_rep_level() != 0 || c.max_def_level() > 1 {
+                return None;
+            }
+            keys.push(KeyLeaf { leaf, kind, nullable: c.max_def_level() == 1 });
+            key_roots.push(root);
         }
         let mut roots = vec![];
-        for (name, t) in self.args.iter().flatten() {
+        for ArgColumn { name, data_type: t, .. } in self.args.iter().flatten() {
             let (i, field) = schema.column_with_name(name)?;
             if field.data_type() != t {
                 return None;
             }
             roots.push(i);
         }
+        // Keys decoded with the arguments: row groups whose dictionaries
+        // hold too many tuples (several keys only).
+        key_roots.extend(roots.iter().copied());
+        let decoded = ProjectionMask::roots(descr, key_roots);
         let args = (!roots.is_empty()).then(|| ProjectionMask::roots(descr, roots));
         // Row groups that start inside the file's range, as DataFusion's
         // Parquet opener assigns them.
@@ -216,17 +294,14 @@ impl DictionaryScan {
                 file.range.as_ref().is_none_or(|r| r.start <= start && start < r.end)
             })
             .collect();
-        Some(FileInfo {
-            file: file.clone(),
-            key_leaf,
-            int32,
-            nullable: c.max_def_level() == 1,
-            args,
-            row_groups,
-            arrow,
-        })
+        Some(FileInfo { file: file.clone(), keys, args, decoded, row_groups, arrow })
     }
 }
+
+/// Most groups a multi-column key reads from codes (and most tuples the
+/// product of its dictionaries' estimated sizes may promise at planning):
+/// the composite table's own limit.
+const MAX_TUPLES: usize = COMPOSITE_MAX_GROUPS;
 
 /// Footers fetched at once.
 const FOOTER_FETCHES: usize = 16;
@@ -255,14 +330,21 @@ fn all_dictionary(chunk: &ColumnChunkMetaData) -> bool {
     })
 }
 
+/// One key column of a file.
+struct KeyLeaf {
+    leaf: usize,
+    kind: Physical,
+    nullable: bool,
+}
+
 /// One file as phase 1 reads it.
 struct FileInfo {
     file: PartitionedFile,
-    key_leaf: usize,
-    int32: bool,
-    nullable: bool,
+    keys: Vec<KeyLeaf>,
     /// The argument columns (`None`: count(*) only).
     args: Option<ProjectionMask>,
+    /// The key and argument columns.
+    decoded: ProjectionMask,
     row_groups: Vec<usize>,
     arrow: ArrowReaderMetadata,
 }
@@ -273,7 +355,9 @@ pub(crate) struct Work {
     metrics: ExecutionPlanMetricsSet,
     files: Vec<FileInfo>,
     /// Per aggregate, the column its argument reads.
-    args: Vec<Option<String>>,
+    args: Vec<Option<ArgColumn>>,
+    /// The key columns' names and table types.
+    keys: Vec<(String, DataType)>,
     /// (file, row group) in file order.
     items: Vec<(usize, usize)>,
     next: AtomicUsize,
@@ -306,48 +390,153 @@ impl Work {
         batch_size: usize,
     ) -> Result<usize> {
         let meta = file.arrow.metadata().row_group(rg);
-        let key = meta.column(file.key_leaf);
-        let mut ranges: Vec<Range<u64>> = vec![chunk_range(key)];
+        let is_key = |c: usize| file.keys.iter().any(|k| k.leaf == c);
+        let mut ranges: Vec<Range<u64>> = file.keys.iter().map(|k| chunk_range(meta.column(k.leaf))).collect();
         if let Some(mask) = &file.args {
-            ranges.extend((0..meta.num_columns()).filter(|&c| mask.leaf_included(c) && c != file.key_leaf).map(|c| chunk_range(meta.column(c))));
+            ranges.extend((0..meta.num_columns()).filter(|&c| mask.leaf_included(c) && !is_key(c)).map(|c| chunk_range(meta.column(c))));
         }
         let mut reader = self.factory.create_reader(0, file.file.clone(), file.file.metadata_size_hint, &self.metrics)?;
         let bytes = reader.get_byte_ranges(ranges.clone()).await?;
         let chunks = Chunks { size: file.file.object_meta.size, parts: ranges.iter().map(|r| r.start).zip(bytes).collect() };
         let rows = meta.num_rows() as usize;
-        let pages = SerializedPageReader::new(Arc::new(chunks.clone()), key, rows, None)?;
-        let mut keys = KeyChunk::new(Box::new(pages), file.int32, file.nullable);
-        if rows > 0 && file.args.is_some() {
-            // Room for the chunk's entries up front: states grown group by
-            // group copy themselves over and over (count-only tables grow
-            // by the histogram's batches, no need).
-            let more = keys.dictionary_len(&mut table.keys, &mut table.counts)?;
-            table.reserve(table.len() + more);
-        }
-        let Some(mask) = &file.args else {
-            keys.count(rows, &mut table.keys, &mut table.counts)?;
-            return Ok(rows);
+        let mut keys = file
+            .keys
+            .iter()
+            .map(|k| {
+                let pages = SerializedPageReader::new(Arc::new(chunks.clone()), meta.column(k.leaf), rows, None)?;
+                Ok(KeyChunk::new(Box::new(pages), k.kind, k.nullable))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let batches = |mask: &ProjectionMask| {
+            ParquetRecordBatchReaderBuilder::new_with_metadata(chunks.clone(), file.arrow.clone())
+                .with_projection(mask.clone())
+                .with_row_groups(vec![rg])
+                .with_batch_size(batch_size)
+                .build()
         };
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(chunks, file.arrow.clone())
-            .with_projection(mask.clone())
-            .with_row_groups(vec![rg])
-            .with_batch_size(batch_size)
-            .build()?;
-        let mut read = 0;
-        for batch in reader {
-            let batch = batch?;
-            keys.ids(batch.num_rows(), &mut table.keys, &mut table.counts, &mut table.ids)?;
-            let args: Vec<Option<ArrayRef>> =
-                self.args.iter().map(|n| n.as_deref().and_then(|n| batch.column_by_name(n).cloned())).collect();
-            table.update_states(&args)?;
-            read += batch.num_rows();
-        }
+        let read = if keys.len() > 1 {
+            match self.tuple_bound(&mut keys, table, rows)? {
+                true => self.composite_codes(keys, file.args.as_ref().map(batches).transpose()?, rows, batch_size, table)?,
+                false => self.decoded(batches(&file.decoded)?, table)?,
+            }
+        } else {
+            let keys = &mut keys[0];
+            if rows > 0 && file.args.is_some() {
+                // Room for the chunk's entries up front: states grown group by
+                // group copy themselves over and over (count-only tables grow
+                // by the histogram's batches, no need).
+                let more = keys.dictionary_len(&mut table.keys, &mut table.counts)?;
+                table.reserve(table.len() + more);
+            }
+            let Some(mask) = &file.args else {
+                keys.count(rows, &mut table.keys, &mut table.counts)?;
+                return Ok(rows);
+            };
+            let mut read = 0;
+            for batch in batches(mask)? {
+                let batch = batch?;
+                keys.ids(batch.num_rows(), &mut table.keys, &mut table.counts, &mut table.ids)?;
+                table.update_states(&self.arg_columns(&batch)?)?;
+                read += batch.num_rows();
+            }
+            read
+        };
         if read != rows {
             return Err(DataFusionError::External(
                 format!("Parquet row group {rg} of {}: read {read} rows of {rows}", file.file.object_meta.location).into(),
             ));
         }
         Ok(rows)
+    }
+
+    fn arg_columns(&self, batch: &RecordBatch) -> Result<Vec<Option<ArrayRef>>> {
+        self.args
+            .iter()
+            .map(|a| match a {
+                None => Ok(None),
+                Some(a) => match batch.column_by_name(&a.name) {
+                    Some(c) => a.eval(c).map(Some),
+                    None => internal_err!("dictionary scan: argument column {} not read", a.name),
+                },
+            })
+            .collect()
+    }
+
+    /// Whether a row group of several keys may take their codes: with
+    /// every dictionary entry interned in its column, the pair tables have
+    /// room for the row group's tuples and the groups so far are within
+    /// [`MAX_TUPLES`]. (The dictionaries' product would be a bound known
+    /// before interning, but a loose one: a region and a phone model are
+    /// thousands of pairs, not millions.)
+    fn tuple_bound(&self, keys: &mut [KeyChunk], table: &mut Table, rows: usize) -> Result<bool> {
+        let GroupKeys::Composite(composite) = &mut table.keys else { return Ok(false) };
+        if rows == 0 {
+            return Ok(true);
+        }
+        let mut scratch = vec![];
+        for (c, chunk) in keys.iter_mut().enumerate() {
+            chunk.intern_dictionary(composite.column_mut(c), &mut scratch)?;
+        }
+        Ok(composite.len() <= MAX_TUPLES && composite.reserve_tuples(rows))
+    }
+
+    /// Several keys from their chunks' codes, `rows` rows in batches of
+    /// the argument reader (or of `batch_size` for count only). Returns the
+    /// rows read.
+    fn composite_codes(
+        &self,
+        mut keys: Vec<KeyChunk>,
+        args: Option<ParquetRecordBatchReader>,
+        rows: usize,
+        batch_size: usize,
+        table: &mut Table,
+    ) -> Result<usize> {
+        let mut args = args.map(|r| r.map(|b| b.map_err(DataFusionError::from).and_then(|b| Ok((b.num_rows(), self.arg_columns(&b)?)))));
+        let mut read = 0;
+        let mut scratch = vec![];
+        loop {
+            let (n, columns) = match args.as_mut() {
+                Some(batches) => match batches.next() {
+                    Some(b) => b?,
+                    None => break,
+                },
+                None if read < rows => ((rows - read).min(batch_size.max(1)), vec![]),
+                None => break,
+            };
+            let GroupKeys::Composite(composite) = &mut table.keys else {
+                return internal_err!("dictionary scan: composite keys expected");
+            };
+            let coded = composite.intern_with(n, &mut table.ids, Some(&mut table.counts), |c, column, out| {
+                keys[c].codes(n, column, &mut scratch, out)
+            })?;
+            if !coded {
+                return internal_err!("dictionary scan: key tuples past the checked bound");
+            }
+            table.update_states(&columns)?;
+            read += n;
+        }
+        Ok(read)
+    }
+
+    /// A row group's keys decoded and grouped as the stream's would be.
+    fn decoded(&self, batches: ParquetRecordBatchReader, table: &mut Table) -> Result<usize> {
+        let mut read = 0;
+        for batch in batches {
+            let batch = batch?;
+            // As the table types them (the files' strings may be Utf8).
+            let keys = self
+                .keys
+                .iter()
+                .map(|(k, t)| match batch.column_by_name(k) {
+                    Some(a) => Ok(cast(a, t)?),
+                    None => internal_err!("dictionary scan: key column {k} not read"),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            table.keys.intern(&keys, &mut table.ids, &mut table.counts, 0)?;
+            table.update_states(&self.arg_columns(&batch)?)?;
+            read += batch.num_rows();
+        }
+        Ok(read)
     }
 }
 
