@@ -3,7 +3,9 @@
 //! codes.
 //!
 //! Each dictionary entry is interned once, the first time a row refers to
-//! it; after that a row costs one code decode and one table read. A
+//! it (or all at once, for a column of a multi-column key,
+//! [`KeyChunk::intern_dictionary`]); after that a row costs one code decode
+//! and one table read. A
 //! count-only query does not even do that: it histograms the codes (an RLE
 //! run adds its length at once) and adds the histogram to the groups.
 //! Pages that fell back to PLAIN are decoded and interned like any batch.
@@ -107,7 +109,9 @@ fn plain(kind: Physical, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Pla
             })
         }
         Physical::Utf8 => {
-            let mut spans = Vec::with_capacity(n);
+            // (Each value takes 4 bytes at least: a corrupt count cannot
+            // reserve more than the page could hold.)
+            let mut spans = Vec::with_capacity(n.min(rest.len() / 4));
             let mut at = *pos;
             for _ in 0..n {
                 let len = bytes.get(at..at + 4).ok_or_else(past)?;
@@ -614,5 +618,8 @@ mod tests {
         let mut chunk = KeyChunk::new(string_pages(&[b"x", &[0xff, 0xfe]]), Physical::Utf8, true);
         let err = chunk.ids(4, &mut keys, &mut counts, &mut ids).unwrap_err();
         assert!(err.to_string().contains("not UTF-8"), "{err}");
+        // A dictionary page claiming a billion entries in a few bytes.
+        let err = plain(Physical::Utf8, &Bytes::from(byte_array(&[b"x"])), &mut 0, 1 << 30).err().unwrap();
+        assert!(err.to_string().contains("past the end"), "{err}");
     }
 }

@@ -500,7 +500,7 @@ impl Work {
                     Some(b) => b?,
                     None => break,
                 },
-                None if read < rows => ((rows - read).min(batch_size.max(1)), vec![]),
+                None if read < rows => ((rows - read).min(batch_size.max(1)), vec![None; self.args.len()]),
                 None => break,
             };
             let GroupKeys::Composite(composite) = &mut table.keys else {
