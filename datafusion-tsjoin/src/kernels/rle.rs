@@ -78,6 +78,64 @@ fn packed_group(data: &[u8], at: usize, width: u32, mask: u64) -> [u32; 8] {
     out
 }
 
+/// Eight bytes of `data` from `at`, little-endian, zero-padded past its end.
+#[inline(always)]
+fn load_u64(data: &[u8], at: usize) -> u64 {
+    match data.get(at..at + 8) {
+        Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        None => {
+            let tail = data.get(at..).unwrap_or_default();
+            let mut b = [0u8; 8];
+            b[..tail.len().min(8)].copy_from_slice(&tail[..tail.len().min(8)]);
+            u64::from_le_bytes(b)
+        }
+    }
+}
+
+/// `f` of the codes of the whole bit-packed groups that fill `out`
+/// (`out.len()` a multiple of 8), the first at byte `at` of `data`, for a
+/// width `W` known at compile time (1 to 16). A group is `W` bytes; values
+/// 0-3 lie in the 8 bytes from its start (`4 * W <= 64` bits) and values 4-7
+/// in the 8 bytes from byte `4 * W / 8`, after a shift of 0 or 4 bits
+/// (`4 * W + 4 <= 64` for odd `W`): two loads and constant shifts per group,
+/// where [`packed_group`]'s runtime widths shift 128-bit words.
+#[inline(always)]
+fn unpack_groups<const W: usize>(data: &[u8], mut at: usize, out: &mut [u32], f: &impl Fn(u32) -> u32) {
+    let mask = (1u64 << W) - 1;
+    for chunk in out.chunks_exact_mut(8) {
+        let lo = load_u64(data, at);
+        let hi = load_u64(data, at + 4 * W / 8) >> (4 * W % 8);
+        for i in 0..4 {
+            chunk[i] = f(((lo >> (i * W)) & mask) as u32);
+            chunk[4 + i] = f(((hi >> (i * W)) & mask) as u32);
+        }
+        at += W;
+    }
+}
+
+/// `f` of the codes of the whole groups that fill `out`, the first at byte
+/// `at`: one loop per width up to 16 ([`unpack_groups`]), [`packed_group`]
+/// for the wider ones (and width 0).
+#[inline(always)]
+fn map_groups(data: &[u8], at: usize, width: u32, mask: u64, out: &mut [u32], f: &impl Fn(u32) -> u32) {
+    macro_rules! by_width {
+        ($($w:literal)*) => {
+            match width {
+                $($w => unpack_groups::<$w>(data, at, out, f),)*
+                _ => {
+                    for (i, chunk) in out.chunks_exact_mut(8).enumerate() {
+                        let g = packed_group(data, at + i * width as usize, width, mask);
+                        for (o, c) in chunk.iter_mut().zip(g) {
+                            *o = f(c);
+                        }
+                    }
+                }
+            }
+        };
+    }
+    by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+}
+
 /// A resumable reader of one RLE / bit-packed hybrid stream of `width`-bit
 /// codes over `D` (a byte slice or `Bytes`).
 #[derive(Debug, Clone)]
@@ -174,12 +232,10 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
                 // single values again.
                 while next < stop {
                     if next % 8 == 0 && next + 8 <= stop {
-                        let g = packed_group(data, base + next / 8 * group_bytes, self.width, self.mask);
-                        for (o, c) in out[filled..filled + 8].iter_mut().zip(g) {
-                            *o = f(c);
-                        }
-                        filled += 8;
-                        next += 8;
+                        let k = (stop - next) / 8 * 8;
+                        map_groups(data, base + next / 8 * group_bytes, self.width, self.mask, &mut out[filled..filled + k], &f);
+                        filled += k;
+                        next += k;
                     } else {
                         out[filled] = f(packed_value(data, base, next, self.width, self.mask));
                         filled += 1;
@@ -211,13 +267,16 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
                 let stop = next + (end - next).min(n - done);
                 let data = self.data.as_ref();
                 let group_bytes = self.width as usize;
+                let mut codes = [0u32; 256];
                 while next < stop {
                     if next % 8 == 0 && next + 8 <= stop {
-                        let g = packed_group(data, base + next / 8 * group_bytes, self.width, self.mask);
-                        for code in g {
+                        // Whole groups, up to 256 codes at a time.
+                        let k = ((stop - next) / 8 * 8).min(codes.len());
+                        map_groups(data, base + next / 8 * group_bytes, self.width, self.mask, &mut codes[..k], &|c| c);
+                        for &code in &codes[..k] {
                             *hist.get_mut(code as usize).ok_or_else(out_of_range)? += 1;
                         }
-                        next += 8;
+                        next += k;
                     } else {
                         let code = packed_value(data, base, next, self.width, self.mask) as usize;
                         *hist.get_mut(code).ok_or_else(out_of_range)? += 1;
@@ -309,14 +368,15 @@ mod tests {
     fn reads_what_was_encoded_at_every_width() {
         let mut rng = StdRng::seed_from_u64(7);
         for width in 0..=32u8 {
-            for n in [0, 1, 7, 8, 9, 100, 1000] {
+            for n in [0, 1, 7, 8, 9, 100, 1000, 5000] {
                 let codes = random_codes(&mut rng, n, width);
                 let data = encode(&codes, width);
-                // In pieces of random size, as batches ask for them.
+                // In pieces of random size, as batches ask for them (some
+                // long: many whole groups in one call).
                 let mut d = HybridDecoder::new(&data[..], width).unwrap();
                 let mut got: Vec<u32> = vec![];
                 while got.len() < n {
-                    let mut buf = vec![0u32; rng.random_range(1..50)];
+                    let mut buf = vec![0u32; if rng.random_bool(0.5) { rng.random_range(1..50) } else { rng.random_range(1..3000) }];
                     let k = d.read(&mut buf).unwrap();
                     got.extend(&buf[..k]);
                     if k < buf.len() {
