@@ -58,6 +58,9 @@ impl QueryRuns {
     }
 }
 
+/// The error recorded for a query that `--only` left out.
+const SKIPPED: &str = "skipped";
+
 /// Runs every query `runs` times on each context, timing planning,
 /// execution and collecting the result: one `Vec` per context.
 ///
@@ -71,7 +74,7 @@ pub async fn run_all(ctxs: &[SessionContext], runs: usize, only: Option<&[usize]
     for (i, q) in queries().into_iter().enumerate() {
         if only.is_some_and(|o| !o.contains(&i)) {
             for o in &mut out {
-                o.push(QueryRuns { times: vec![None; runs], rows: None, error: Some("skipped".into()) });
+                o.push(QueryRuns { times: vec![None; runs], rows: None, error: Some(SKIPPED.into()) });
             }
             continue;
         }
@@ -159,7 +162,10 @@ pub fn summary(configs: &[(String, Vec<QueryRuns>)], header: &str) -> String {
     let qs = queries();
     let (first, base_runs) = &configs[0];
     let penalty = |runs: &[QueryRuns]| 2.0 * runs.iter().filter_map(QueryRuns::hot).fold(300.0, f64::max);
+    // Queries left out by `--only` are neither shown nor counted as failed.
+    let skipped = |r: &QueryRuns| r.error.as_deref() == Some(SKIPPED);
     let mut rows: Vec<(usize, f64)> = (0..qs.len())
+        .filter(|&i| !skipped(&base_runs[i]))
         .map(|i| {
             // The first configuration's standing on this query: its best
             // ratio against the others (below 1: it loses).
@@ -202,7 +208,7 @@ pub fn summary(configs: &[(String, Vec<QueryRuns>)], header: &str) -> String {
     for (name, runs) in configs {
         let hot: f64 = runs.iter().filter_map(QueryRuns::hot).sum();
         let cold: f64 = runs.iter().filter_map(|r| r.times.first().copied().flatten()).sum();
-        let failed = runs.iter().filter(|r| r.hot().is_none()).count();
+        let failed = runs.iter().filter(|r| r.hot().is_none() && !skipped(r)).count();
         let p = penalty(runs);
         let logs: f64 = runs.iter().zip(&best).filter(|(_, b)| b.is_finite()).map(|(r, &b)| ratio(r.hot(), b, p).ln()).sum();
         let n = best.iter().filter(|b| b.is_finite()).count().max(1);
