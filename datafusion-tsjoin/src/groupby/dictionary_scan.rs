@@ -33,6 +33,7 @@
 
 use super::accumulate::InlineAgg;
 use super::dictionary_codes::{KeyChunk, Physical};
+use super::fetched::{Chunks, chunk_range};
 use super::keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::stream::Table;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
@@ -52,13 +53,11 @@ use datafusion::parquet::arrow::arrow_reader::{
 };
 use datafusion::parquet::basic::{Encoding, PageType, Type as PhysicalType};
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
-use datafusion::parquet::file::reader::{ChunkReader, Length};
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
 use datafusion::physical_expr::expressions::{CastExpr, Column};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
-use bytes::Bytes;
 use futures::StreamExt;
 use std::ops::Range;
 use std::sync::Arc;
@@ -537,58 +536,5 @@ impl Work {
             read += batch.num_rows();
         }
         Ok(read)
-    }
-}
-
-fn chunk_range(c: &ColumnChunkMetaData) -> Range<u64> {
-    let (start, len) = c.byte_range();
-    start..start + len
-}
-
-/// The fetched column chunks of one row group, read as a file.
-#[derive(Clone)]
-struct Chunks {
-    size: u64,
-    /// (file offset, bytes) of each chunk.
-    parts: Vec<(u64, Bytes)>,
-}
-
-impl Chunks {
-    /// The fetched bytes from file offset `start` to the end of its chunk.
-    fn tail(&self, start: u64) -> datafusion::parquet::errors::Result<Bytes> {
-        self.parts
-            .iter()
-            .find(|(at, b)| *at <= start && start < at + b.len() as u64)
-            .map(|(at, b)| b.slice((start - at) as usize..))
-            .ok_or_else(|| datafusion::parquet::errors::ParquetError::General(format!("offset {start} was not fetched")))
-    }
-}
-
-impl Length for Chunks {
-    fn len(&self) -> u64 {
-        self.size
-    }
-}
-
-impl ChunkReader for Chunks {
-    type T = bytes::buf::Reader<Bytes>;
-
-    fn get_read(&self, start: u64) -> datafusion::parquet::errors::Result<Self::T> {
-        use bytes::Buf;
-        Ok(self.tail(start)?.reader())
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> datafusion::parquet::errors::Result<Bytes> {
-        if length == 0 {
-            return Ok(Bytes::new());
-        }
-        let tail = self.tail(start)?;
-        if length > tail.len() {
-            return Err(datafusion::parquet::errors::ParquetError::General(format!(
-                "bytes {start}..{} were not fetched",
-                start + length as u64
-            )));
-        }
-        Ok(tail.slice(..length))
     }
 }

@@ -22,6 +22,7 @@ mod dictionary_codes;
 mod dictionary_scan;
 mod exec;
 mod fallback;
+mod fetched;
 mod int_map;
 mod keys;
 mod rule;
