@@ -1,7 +1,9 @@
 //! EXPLAIN output and the datafusion-proto round trip of WINDOW JOIN plans.
 
-use crate::support::context;
-use datafusion::physical_plan::displayable;
+use crate::support::{code_rows, context};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
+use std::sync::Arc;
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
 
@@ -168,12 +170,25 @@ async fn where_on_left_columns_runs_below_the_join() {
     assert!(!lines[..join].iter().any(|l| l.contains("> 15")), "{text}");
 }
 
+/// `plan` encoded with tsjoin's codec and decoded in `ctx`.
+fn round_trip(plan: &Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Arc<dyn ExecutionPlan> {
+    use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
+    let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(plan), &TsJoinPhysicalCodec).unwrap();
+    physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinPhysicalCodec).unwrap()
+}
+
+/// The answer of `plan` run in `ctx`, as a table, and its row count.
+async fn answer(plan: &Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> (String, usize) {
+    let batches = collect(Arc::clone(plan), ctx.task_ctx()).await.unwrap();
+    let rows = batches.iter().map(|b| b.num_rows()).sum();
+    (pretty_format_batches(&batches).unwrap().to_string(), rows)
+}
+
 /// The inline aggregate crosses the wire too: same plan line, same answer,
 /// and the same output partitioning (hash on the keys).
 #[tokio::test]
 async fn inline_aggregate_round_trips_through_proto() {
-    use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
-    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
@@ -182,18 +197,15 @@ async fn inline_aggregate_round_trips_through_proto() {
     parquet_tables(&ctx2, dir.path()).await;
     ctx2.tsjoin_sql("SET tsjoin.inline_aggregate_all_keys = true").await.unwrap();
     let plan = ctx2.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
-    let bytes = physical_plan_to_bytes_with_extension_codec(plan.clone(), &TsJoinPhysicalCodec).unwrap();
-    let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinPhysicalCodec).unwrap();
-    let agg_line = |p: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
+    let back = round_trip(&plan, &ctx);
+    let agg_line = |p: &Arc<dyn ExecutionPlan>| {
         let text = displayable(p.as_ref()).indent(true).to_string();
         text.lines().find(|l| l.contains("InlineAggregateExec")).unwrap_or_else(|| panic!("{text}")).to_string()
     };
     assert_eq!(agg_line(&plan), agg_line(&back));
-    let a = datafusion::physical_plan::collect(plan, ctx.task_ctx()).await.unwrap();
-    let b = datafusion::physical_plan::collect(back, ctx.task_ctx()).await.unwrap();
-    let fmt = |x: &[datafusion::arrow::array::RecordBatch]| datafusion::arrow::util::pretty::pretty_format_batches(x).unwrap().to_string();
-    assert_eq!(fmt(&a), fmt(&b));
-    assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+    let (a, rows) = answer(&plan, &ctx).await;
+    assert_eq!(a, answer(&back, &ctx).await.0);
+    assert_eq!(rows, 2);
 }
 
 /// A decoded inline aggregate over Parquet finds the dictionary scan again
@@ -201,8 +213,6 @@ async fn inline_aggregate_round_trips_through_proto() {
 /// original does: multi-column keys here, same answer both sides.
 #[tokio::test]
 async fn dictionary_scan_survives_the_round_trip() {
-    use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
-    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
@@ -210,22 +220,10 @@ async fn dictionary_scan_survives_the_round_trip() {
     // dictionary entry for the scan.)
     let sql = "SELECT sym, i, count(*) FROM p GROUP BY sym, i ORDER BY sym, i";
     let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
-    let bytes = physical_plan_to_bytes_with_extension_codec(plan.clone(), &TsJoinPhysicalCodec).unwrap();
-    let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinPhysicalCodec).unwrap();
-    let text = |p: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| displayable(p.as_ref()).indent(true).to_string();
-    assert!(text(&back).contains("scan=parquet codes"), "{}", text(&back));
-    let a = datafusion::physical_plan::collect(std::sync::Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
-    let b = datafusion::physical_plan::collect(std::sync::Arc::clone(&back), ctx.task_ctx()).await.unwrap();
-    let fmt = |x: &[datafusion::arrow::array::RecordBatch]| datafusion::arrow::util::pretty::pretty_format_batches(x).unwrap().to_string();
-    assert_eq!(fmt(&a), fmt(&b));
+    let back = round_trip(&plan, &ctx);
+    let text = displayable(back.as_ref()).indent(true).to_string();
+    assert!(text.contains("scan=parquet codes"), "{text}");
+    assert_eq!(answer(&plan, &ctx).await.0, answer(&back, &ctx).await.0);
     // Both read their rows from the codes.
-    let code_rows = |p: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| -> usize {
-        let analyzed = datafusion::physical_plan::display::DisplayableExecutionPlan::with_metrics(p.as_ref()).indent(true).to_string();
-        analyzed
-            .split("dictionary_scan_rows=")
-            .skip(1)
-            .map(|s| s.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("0").parse::<usize>().unwrap_or(0))
-            .sum()
-    };
     assert_eq!((code_rows(&plan), code_rows(&back)), (4, 4));
 }

@@ -7,7 +7,7 @@
 //! several integer and string columns, whose row groups past the tuple
 //! bound are grouped from decoded keys.
 
-use crate::support::{cell, context};
+use crate::support::{cell, code_rows, context};
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
@@ -16,7 +16,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::properties::{WriterProperties, WriterVersion};
-use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::physical_plan::collect;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
 use rand::rngs::StdRng;
@@ -43,14 +43,6 @@ async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, usize) {
         .iter()
         .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
         .collect();
-    fn code_rows(p: &Arc<dyn ExecutionPlan>) -> usize {
-        let mine = if p.name() == "InlineAggregateExec" {
-            p.metrics().and_then(|m| m.sum_by_name("dictionary_scan_rows")).map_or(0, |v| v.as_usize())
-        } else {
-            0
-        };
-        mine + p.children().into_iter().map(code_rows).sum::<usize>()
-    }
     (rows, code_rows(&plan))
 }
 

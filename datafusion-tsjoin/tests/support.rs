@@ -3,7 +3,9 @@
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use std::sync::Arc;
 
 /// A tsjoin session with `partitions` target partitions.
 pub fn context(partitions: usize) -> SessionContext {
@@ -35,4 +37,15 @@ pub fn cell(array: &ArrayRef, row: usize) -> String {
     let f = ArrayFormatter::try_new(array.as_ref(), &opts).unwrap();
     let s = f.value(row).to_string().trim_end().to_string();
     if s.is_empty() { "(empty)".into() } else { s }
+}
+
+/// Rows an executed plan's inline aggregates read from Parquet dictionary
+/// codes (their `dictionary_scan_rows` metric).
+pub fn code_rows(p: &Arc<dyn ExecutionPlan>) -> usize {
+    let mine = if p.name() == "InlineAggregateExec" {
+        p.metrics().and_then(|m| m.sum_by_name("dictionary_scan_rows")).map_or(0, |v| v.as_usize())
+    } else {
+        0
+    };
+    mine + p.children().into_iter().map(code_rows).sum::<usize>()
 }
