@@ -21,6 +21,8 @@
 use super::exec::{AggInput, WindowJoinSpec};
 use super::fast::{ColumnSpec, ColumnType, FastAgg, FastColumn, FastPlan, Placed};
 use super::place::{Placement, gather_column, gather_flags};
+use super::bounds::{Prevailing, unit_nanos};
+use super::probe::{constant_offset, longest_window};
 pub(crate) use super::keys::KeyIndex;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_empty_array};
 use datafusion::arrow::compute::{cast, concat, concat_batches, filter_record_batch, kernels::numeric::mul, take};
@@ -45,7 +47,8 @@ pub(crate) struct RightIndex {
     pub batch: RecordBatch,
     /// Timestamps in common ticks, by position (ascending inside a group).
     pub ts: Vec<i64>,
-    /// Row at each position.
+    /// Row at each position; empty when nothing reads rows by position
+    /// (a fast plan without first/last over groups that kept their order).
     pub order: Vec<u32>,
     /// Group boundaries over positions; `len = groups + 1`.
     pub group_offsets: Vec<u32>,
@@ -62,7 +65,7 @@ pub(crate) struct RightIndex {
 
 impl std::fmt::Debug for RightIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RightIndex").field("rows", &self.order.len()).field("groups", &(self.group_offsets.len() - 1)).finish()
+        f.debug_struct("RightIndex").field("rows", &self.ts.len()).field("groups", &(self.group_offsets.len() - 1)).finish()
     }
 }
 
@@ -79,7 +82,7 @@ impl RightIndex {
 
     /// Number of rows indexed (rows with a timestamp).
     pub(crate) fn num_positions(&self) -> usize {
-        self.order.len()
+        self.ts.len()
     }
 }
 
@@ -317,7 +320,10 @@ fn assemble(
     // re-sorted index gathers by row).
     let column_bytes = fast_plan.map_or(0, |p| p.columns.len() * (positions * 9 + if presorted { 0 } else { rows * 9 }));
     reservation.try_grow(positions * 12 + placement.offsets.len() * 4 + column_bytes)?;
-    let (mut order, mut ts, slots) = placement.rows();
+    // Rows by position are read by first/last, the general path and the
+    // re-sort; a fast plan without them needs only the timestamps.
+    let by_position = !presorted || fast_plan.is_none_or(|p| p.aggs.iter().any(|a| matches!(a, FastAgg::Pick(..))));
+    let (mut order, mut ts, slots) = placement.rows(by_position);
     let group_offsets = placement.offsets.clone();
     if !presorted {
         sort_groups(&mut order, &mut ts, &group_offsets, threads);
@@ -328,6 +334,11 @@ fn assemble(
     // threads.
     let columns = fast_plan.map_or(&[][..], |p| p.columns.as_slice());
     let per_column = (threads / columns.len().max(1)).max(1);
+    // Block tables need levels only up to the longest window, which
+    // constant bounds cap at the most rows a group holds within the
+    // window's width (plus the prevailing row): a few levels instead of
+    // one per doubling up to the largest group.
+    let longest = columns.iter().any(|c| c.min_max).then(|| window_rows_bound(spec, &ts, &group_offsets, threads)).flatten();
     let build = |c: &ColumnSpec| -> Result<FastColumn> {
         let parts: Vec<&[ArrayRef]> = piece_values.iter().map(|v| v[c.agg][0].as_slice()).collect();
         let mut placed = Placed::default();
@@ -347,7 +358,7 @@ fn assemble(
                 ColumnType::NullsOnly => placed.nulls = gather_flags(&parts, &order, per_column),
             }
         }
-        Ok(FastColumn::build(c, placed, &group_offsets, kernels, per_column))
+        Ok(FastColumn::build(c, placed, &group_offsets, longest, kernels, per_column))
     };
     let fast = par_each(columns.iter().collect(), build).into_iter().collect::<Result<Vec<_>>>()?;
     drop(slots);
@@ -390,6 +401,15 @@ fn assemble(
         values_size + fast_size + positions * 12 + group_offsets.len() * 4 + batch.get_array_memory_size(),
     )?;
     Ok(RightIndex { batch, ts, order, group_offsets, keys, agg_values, fast, _reservation: reservation })
+}
+
+/// The most positions one window can span, when both bounds are constant.
+fn window_rows_bound(spec: &WindowJoinSpec, ts: &[i64], offsets: &[u32], threads: usize) -> Option<usize> {
+    let nanos = unit_nanos(spec.left_unit);
+    let lo = constant_offset(&spec.lo, nanos, spec.common_nanos())?;
+    let hi = constant_offset(&spec.hi, nanos, spec.common_nanos())?;
+    let prevailing = usize::from(spec.prevailing == Prevailing::Include);
+    Some(longest_window(ts, offsets, hi.saturating_sub(lo).max(0), threads) + prevailing)
 }
 
 /// Consecutive rows of one piece, laid out together.

@@ -112,15 +112,17 @@ impl<'a> Placement<'a> {
     /// The global row number and the timestamp at every position, and each
     /// unit's slots: `slots[u][i]` is where row `i` of unit `u` went in its
     /// share's run of its group, so that columns are placed
-    /// ([`Self::column`]) without counting again.
-    pub fn rows(&self) -> (Vec<u32>, Vec<i64>, Vec<Vec<u32>>) {
+    /// ([`Self::column`]) without counting again. Without `with_order` the
+    /// row numbers are left out (an empty vector).
+    pub fn rows(&self, with_order: bool) -> (Vec<u32>, Vec<i64>, Vec<Vec<u32>>) {
         let positions = self.positions();
-        let mut order = vec![0u32; positions];
+        let mut order = vec![0u32; if with_order { positions } else { 0 }];
         let mut ts = vec![0i64; positions];
         let ts_runs = self.runs(&mut ts);
-        let work: Vec<_> = self.shares.iter().zip(self.runs(&mut order)).zip(ts_runs).collect();
+        let order_runs = if with_order { self.runs(&mut order) } else { self.shares.iter().map(|_| vec![]).collect() };
+        let work: Vec<_> = self.shares.iter().zip(order_runs).zip(ts_runs).collect();
         let slots = par_each(work, |((share, mut order), mut ts)| {
-            let mut filled = vec![0u32; order.len()];
+            let mut filled = vec![0u32; ts.len()];
             let units = &self.units[share.clone()];
             units
                 .iter()
@@ -136,7 +138,9 @@ impl<'a> Placement<'a> {
                             let g = g as usize;
                             let k = filled[g];
                             filled[g] = k + 1;
-                            order[g][k as usize] = (base + row) as u32;
+                            if with_order {
+                                order[g][k as usize] = (base + row) as u32;
+                            }
                             ts[g][k as usize] = piece.ts[row];
                             k
                         })

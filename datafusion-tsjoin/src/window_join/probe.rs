@@ -9,6 +9,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBat
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::common::{HashMap, Result, exec_err};
+use datafusion::physical_expr::expressions::Literal;
 use std::sync::Arc;
 
 /// Where one left row's window lies among the positions of its key group.
@@ -89,6 +90,53 @@ pub(crate) fn bound_offsets(
             .transpose()
         })
         .collect()
+}
+
+/// The offset of a constant bound in common ticks, as [`bound_offsets`]
+/// gives it for every row; `None` for a NULL literal or a bound that is not
+/// a literal.
+pub(crate) fn constant_offset(bound: &PhysicalBound, left_nanos: i64, common_nanos: i64) -> Option<i64> {
+    let literal = bound.value.downcast_ref::<Literal>()?;
+    let v = match literal.value().cast_to(&DataType::Int64).ok()? {
+        datafusion::common::ScalarValue::Int64(v) => v?,
+        _ => return None,
+    };
+    Some(bound_to_ticks(v.max(0), bound.unit, left_nanos, common_nanos)? * bound.direction.sign())
+}
+
+/// The most rows of one group that a window of `width` ticks (both ends
+/// closed) can hold: the largest count of a group's timestamps in
+/// `[t, t + width]` over every row's `t`. `ts` is ascending inside each
+/// group of `offsets`. One two-pointer pass per group, groups split over
+/// `threads` runs of about equal rows.
+pub(crate) fn longest_window(ts: &[i64], offsets: &[u32], width: i64, threads: usize) -> usize {
+    let total = *offsets.last().expect("offsets are never empty");
+    let mut cuts = vec![0usize];
+    for k in 1..threads.max(1) {
+        let g = offsets.partition_point(|&o| (o as u64) < total as u64 * k as u64 / threads as u64);
+        if g > *cuts.last().expect("non-empty") && g < offsets.len() - 1 {
+            cuts.push(g);
+        }
+    }
+    cuts.push(offsets.len() - 1);
+    let runs: Vec<&[u32]> = cuts.windows(2).map(|c| &offsets[c[0]..=c[1]]).collect();
+    super::par::par_each(runs, |o| longest_window_serial(ts, o, width)).into_iter().max().unwrap_or(0)
+}
+
+fn longest_window_serial(ts: &[i64], offsets: &[u32], width: i64) -> usize {
+    let mut longest = 0;
+    for w in offsets.windows(2) {
+        let g = &ts[w[0] as usize..w[1] as usize];
+        let mut j = 0;
+        for (i, &t) in g.iter().enumerate() {
+            let end = t.saturating_add(width);
+            while j < g.len() && g[j] <= end {
+                j += 1;
+            }
+            longest = longest.max(j - i);
+        }
+    }
+    longest
 }
 
 /// Computes every left row's window. Under INCLUDE PREVAILING without a pair
@@ -188,6 +236,24 @@ impl Cursors {
 /// `slice[..from]`: exponential steps forward from `from`, then a binary
 /// search inside the last step. Costs `O(log d)` for a move of `d`.
 pub(crate) fn gallop(slice: &[i64], from: usize, pred: impl Fn(i64) -> bool) -> usize {
+    // Neighbouring windows mostly move by a few positions: count the hits
+    // among the next NEAR values without a branch per value (they are a
+    // prefix, `pred` being monotone over the ascending slice) and gallop
+    // only past them, instead of paying a mispredicted branch per step.
+    const NEAR: usize = 8;
+    if let Some(near) = slice.get(from..from + NEAR) {
+        let hits: usize = near.iter().map(|&x| usize::from(pred(x))).sum();
+        if hits < NEAR {
+            return from + hits;
+        }
+        return gallop_far(slice, from + NEAR, pred);
+    }
+    gallop_far(slice, from, pred)
+}
+
+/// [`gallop`]'s exponential search: steps of 1, 2, 4, … then a binary
+/// search inside the last step.
+fn gallop_far(slice: &[i64], from: usize, pred: impl Fn(i64) -> bool) -> usize {
     let mut lo = from;
     let mut step = 1;
     while lo + step <= slice.len() && pred(slice[lo + step - 1]) {
@@ -380,6 +446,39 @@ fn find_prevailing(
 mod tests {
     use super::*;
 
+    /// The two-pointer bound equals a brute-force count over every row's
+    /// window, for any split into threads; groups hold duplicate times.
+    #[test]
+    fn longest_window_matches_brute_force() {
+        let mut seed = 5u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for case in 0..60 {
+            let groups = 1 + next() as usize % 7;
+            let (mut ts, mut offsets) = (vec![], vec![0u32]);
+            for _ in 0..groups {
+                let mut g: Vec<i64> = (0..next() % 300).map(|_| (next() % 1000) as i64).collect();
+                g.sort_unstable();
+                ts.extend(g);
+                offsets.push(ts.len() as u32);
+            }
+            let width = [0, 1, 17, 250, 5000][case % 5];
+            let brute = offsets
+                .windows(2)
+                .flat_map(|w| {
+                    let g = &ts[w[0] as usize..w[1] as usize];
+                    g.iter().map(move |&t| g.iter().filter(|&&x| x >= t && x <= t + width).count())
+                })
+                .max()
+                .unwrap_or(0);
+            for threads in [1, 2, 3, 8] {
+                assert_eq!(longest_window(&ts, &offsets, width, threads), brute, "case {case}, {threads} threads");
+            }
+        }
+    }
+
     #[test]
     fn searches_agree_with_partition_point() {
         let mut seed = 1u64;
@@ -398,6 +497,10 @@ mod tests {
                 assert_eq!(search_near(&v, guess, |x| x < t), want_lt, "n={n} t={t} guess={guess}");
                 assert_eq!(search_near(&v, interpolate(&v, t), |x| x <= t), want_le, "n={n} t={t}");
                 assert_eq!(gallop(&v, want_lt.min(want_le), |x| x <= t), want_le);
+                // From anywhere before the answer: short moves (counted) and
+                // long ones (galloped past the first few).
+                let from = (next() as usize) % (want_lt + 1);
+                assert_eq!(gallop(&v, from, |x| x < t), want_lt, "n={n} t={t} from={from}");
             }
         }
     }

@@ -96,17 +96,21 @@ pub(crate) struct Placed {
 impl FastColumn {
     /// Builds the column from its argument's values in position order
     /// (`offsets[g]..offsets[g + 1]` are key group `g`'s positions) with
-    /// what `spec` asks for, on up to `threads` threads.
+    /// what `spec` asks for, on up to `threads` threads. `longest` bounds
+    /// the positions one window spans, when known; no window is longer
+    /// than the longest group either way. (It only sizes the block table:
+    /// longer queries are still answered, with a few more lookups.)
     pub(crate) fn build(
         spec: &ColumnSpec,
         placed: Placed,
         offsets: &[u32],
+        longest: Option<usize>,
         kernels: KernelSet,
         threads: usize,
     ) -> Self {
         let n = *offsets.last().expect("offsets are never empty") as usize;
-        // No window is longer than the longest group.
-        let longest = offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
+        let largest_group = offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
+        let longest = longest.map_or(largest_group, |l| l.min(largest_group));
         let mut col = FastColumn { floats: placed.floats, ints: placed.ints, ..Default::default() };
         if let Some(flags) = placed.nulls {
             debug_assert_eq!(flags.len(), n);
@@ -312,9 +316,9 @@ mod tests {
             let spec = ColumnSpec { agg: 0, ty, prefix_sums: true, min_max: ty != ColumnType::NullsOnly, key: String::new() };
             let k = KernelSet::detect();
             let copy = |p: &Placed| Placed { floats: p.floats.clone(), ints: p.ints.clone(), nulls: p.nulls.clone() };
-            let serial = FastColumn::build(&spec, copy(&p), &offsets, k, 1);
+            let serial = FastColumn::build(&spec, copy(&p), &offsets, None, k, 1);
             for threads in [2, 5, 16] {
-                let parallel = FastColumn::build(&spec, copy(&p), &offsets, k, threads);
+                let parallel = FastColumn::build(&spec, copy(&p), &offsets, None, k, threads);
                 assert_eq!(format!("{parallel:?}"), format!("{serial:?}"), "{ty:?}, {threads} threads");
             }
             let flags = p.nulls.as_ref().unwrap();
