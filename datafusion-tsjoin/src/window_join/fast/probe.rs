@@ -234,6 +234,7 @@ fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Res
         .filter_map(|i| Some((groups[i]?, i as u32)))
         .collect();
     sort_by_group(&mut active, index.num_groups());
+    let guesses = first_guesses(index, &ts, &active, lo);
 
     let fold_prevailing = spec.prevailing == Prevailing::Include;
     let mut w = Windows {
@@ -244,6 +245,7 @@ fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Res
     };
     // The previous window of the current key: (start_ts, end_ts, s, e).
     let mut prev: Option<(u32, i64, i64, usize, usize)> = None;
+    let mut runs = guesses.iter();
     for &(g, row) in &active {
         let t = ts.value(row as usize);
         let (start_ts, end_ts) = (t.saturating_add(lo), t.saturating_add(hi));
@@ -256,8 +258,13 @@ fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Res
                 let s = gallop(slice, s, |x| x < start_ts);
                 (s, gallop(slice, e.max(s), |x| x <= end_ts))
             }
-            _ => {
+            Some((pg, ..)) if pg == g => {
                 let s = search_near(slice, interpolate(slice, start_ts), |x| x < start_ts);
+                (s, gallop(slice, s, |x| x <= end_ts))
+            }
+            _ => {
+                let guess = *runs.next().expect("one guess per key run");
+                let s = search_near(slice, guess, |x| x < start_ts);
                 (s, gallop(slice, s, |x| x <= end_ts))
             }
         };
@@ -272,6 +279,41 @@ fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Res
         w.end.push((g0 + e) as u32);
     }
     Ok(w)
+}
+
+/// The interpolated start of the first window of every key run of
+/// `active` (sorted by group), each prefetched. The first search of a key
+/// in a batch touches that key's timestamps far from anything cached; with
+/// every guess known up front the misses overlap instead of stalling the
+/// window loop one key at a time.
+fn first_guesses(index: &RightIndex, ts: &Int64Array, active: &[(u32, u32)], lo: i64) -> Vec<usize> {
+    let mut guesses = vec![];
+    let mut i = 0;
+    while i < active.len() {
+        let (g, row) = active[i];
+        let (g0, g1) = index.group(g);
+        let slice = &index.ts[g0..g1];
+        let guess = interpolate(slice, ts.value(row as usize).saturating_add(lo));
+        if let Some(x) = slice.get(guess) {
+            prefetch(x);
+        }
+        guesses.push(guess);
+        i += active[i..].iter().take_while(|&&(h, _)| h == g).count();
+    }
+    guesses
+}
+
+/// Asks for the cache line of `x` without waiting for it.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch is only a hint; it never faults or changes memory.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = x;
 }
 
 /// Stable sort of `(group, row)` pairs by group: a counting sort when the
