@@ -461,16 +461,15 @@ mod tests {
     /// into threads; groups hold duplicate times.
     #[test]
     fn longest_window_matches_brute_force() {
-        let mut seed = 5u64;
-        let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            seed >> 33
-        };
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(5);
         for case in 0..60 {
-            let groups = 1 + next() as usize % 7;
+            let groups = rng.random_range(1..8);
             let (mut ts, mut offsets) = (vec![], vec![0u32]);
             for _ in 0..groups {
-                let mut g: Vec<i64> = (0..next() % 300).map(|_| (next() % 1000) as i64).collect();
+                let len = rng.random_range(0..300);
+                let mut g: Vec<i64> = (0..len).map(|_| rng.random_range(0..1000)).collect();
                 g.sort_unstable();
                 ts.extend(g);
                 offsets.push(ts.len() as u32);

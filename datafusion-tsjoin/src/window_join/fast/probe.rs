@@ -258,12 +258,14 @@ fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Res
                 let s = gallop(slice, s, |x| x < start_ts);
                 (s, gallop(slice, e.max(s), |x| x <= end_ts))
             }
-            Some((pg, ..)) if pg == g => {
-                let s = search_near(slice, interpolate(slice, start_ts), |x| x < start_ts);
-                (s, gallop(slice, s, |x| x <= end_ts))
-            }
             _ => {
-                let guess = *runs.next().expect("one guess per key run");
+                // A key's first window starts from its prefetched guess; a
+                // window before the previous one (left rows out of time
+                // order) from a fresh one.
+                let guess = match prev {
+                    Some((pg, ..)) if pg == g => interpolate(slice, start_ts),
+                    _ => *runs.next().expect("one guess per key run"),
+                };
                 let s = search_near(slice, guess, |x| x < start_ts);
                 (s, gallop(slice, s, |x| x <= end_ts))
             }
