@@ -6,6 +6,7 @@
 //! into place ([`ast`]) and plans through the session, whose
 //! [`WindowJoinRelationPlanner`] builds the logical node.
 
+pub mod alter;
 pub mod ast;
 pub mod questdb_ddl;
 mod relation;
@@ -155,7 +156,8 @@ pub async fn plan_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<LogicalPlan
 }
 
 /// Plans and executes each statement of `sql` in turn, returning the last
-/// one's [`DataFrame`] (DDL runs eagerly, as in `SessionContext::sql`; a
+/// one's [`DataFrame`] (DDL runs eagerly, as in `SessionContext::sql`, and
+/// so does `ALTER TABLE` on in-memory tables, see [`alter`]; a
 /// query before the last is planned but not run: to run every query, take
 /// the statements from [`parse_sql`] to [`execute_statement`] one by one).
 pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
@@ -189,6 +191,11 @@ pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
 /// # }
 /// ```
 pub async fn execute_statement(ctx: &SessionContext, mut st: DFStatement) -> Result<DataFrame> {
+    if let DFStatement::Statement(s) = &st
+        && let sqlparser::ast::Statement::AlterTable(at) = s.as_ref()
+    {
+        return alter::alter_table(ctx, at).await;
+    }
     prepare(ctx, &mut st).await?;
     let plan = ctx.state().statement_to_plan(st).await?;
     ctx.execute_logical_plan(plan).await

@@ -111,7 +111,10 @@ impl WindowJoinNode {
             return internal_err!("WindowJoinNode: wrong number of inputs or expressions");
         }
         let filter = if has_filter { exprs.pop() } else { None };
-        let aggs = exprs.split_off(2 * k + 4);
+        // Type coercion wraps an aggregate whose display name it changes
+        // (`sum(p.price + Int64(1))` → `sum(p.price + Float64(1))`) in an
+        // alias to the old name; the node names its outputs itself.
+        let aggs = exprs.split_off(2 * k + 4).into_iter().map(Expr::unalias).collect();
         let mut it = exprs.into_iter();
         let lefts: Vec<Expr> = it.by_ref().take(k).collect();
         let rights: Vec<Expr> = it.by_ref().take(k).collect();
