@@ -10,6 +10,7 @@
 //!   WITH (designated_timestamp = 'ts')
 //! ```
 //!
+//! - QuestDB's float literals (`1.5f`) lose their suffix, in any statement.
 //! - QuestDB-only column types become their DataFusion equivalents
 //!   ([`questdb_type`]), in column definitions and in `CAST(x AS type)`;
 //!   `SYMBOL`'s storage options (`CAPACITY n`, `CACHE`, `NOCACHE`, `INDEX
@@ -28,8 +29,8 @@
 //!   runs the statement.
 //!
 //! Only statements that start with `CREATE [OR REPLACE] TABLE` or `ALTER
-//! TABLE` are touched (and casts anywhere); everything else passes through
-//! token for token.
+//! TABLE` are touched (and casts and float literals anywhere); everything
+//! else passes through token for token.
 
 use super::rewrite::word_is;
 use crate::sql::DESIGNATED_TIMESTAMP_OPTION;
@@ -119,8 +120,9 @@ struct Edit {
 }
 
 impl Edit {
-    /// Maps QuestDB types in `AS type)` (the tail of a `CAST`) and nothing
-    /// else.
+    /// Maps QuestDB types in `AS type)` (the tail of a `CAST`) and drops the
+    /// suffix of QuestDB's float literals (`1.5f`: a number with `f` right
+    /// after it, which reads as DOUBLE and is cast where a FLOAT is stored).
     fn casts(statement: &[TokenWithSpan]) -> Self {
         let sig = significant(statement);
         let tok = |p: usize| &statement[sig[p]].token;
@@ -128,7 +130,11 @@ impl Edit {
         for p in (1..sig.len().saturating_sub(1)).filter(|&p| word_is(tok(p - 1), "AS") && tok(p + 1) == &Token::RParen) {
             retype[p] = true;
         }
-        Edit { drop: vec![false; sig.len()], retype, inserts: vec![], sig }
+        let mut drop = vec![false; sig.len()];
+        for p in (1..sig.len()).filter(|&p| sig[p] == sig[p - 1] + 1) {
+            drop[p] = matches!(tok(p - 1), Token::Number(..)) && word_is(tok(p), "f");
+        }
+        Edit { drop, retype, inserts: vec![], sig }
     }
 
     /// Copies `statement` into `out` with the edits.
@@ -384,6 +390,11 @@ mod tests {
         for sql in ["ALTER TABLE t ADD COLUMN a INT, ADD COLUMN b long", "ALTER TABLE t RENAME COLUMN a TO b, DROP COLUMN c"] {
             assert_eq!(rewrite(sql), sql.replace("long", "BIGINT"));
         }
+        // Float literals lose their suffix; an alias after a space stays.
+        assert_eq!(
+            rewrite("INSERT INTO y VALUES (1.0f, 2F, 'f'); SELECT 1.5 f, x f FROM t"),
+            "INSERT INTO y VALUES (1.0, 2, 'f'); SELECT 1.5 f, x f FROM t"
+        );
         // Cut short: left for the parser to report.
         for cut in ["alter table t add column", "alter table t add column a", "alter table t drop column a,"] {
             assert_eq!(rewrite(cut), cut);
