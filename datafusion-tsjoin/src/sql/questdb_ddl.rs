@@ -12,7 +12,8 @@
 //!
 //! - QuestDB's float literals (`1.5f`) lose their suffix, in any statement.
 //! - QuestDB-only column types become their DataFusion equivalents
-//!   ([`questdb_type`]), in column definitions and in `CAST(x AS type)`;
+//!   ([`questdb_type`]), in column definitions, in `CAST(x AS type)` and in
+//!   `x::type`;
 //!   `SYMBOL`'s storage options (`CAPACITY n`, `CACHE`, `NOCACHE`, `INDEX
 //!   [CAPACITY n]`) are dropped.
 //! - `TIMESTAMP(col)`, the designated timestamp, becomes the table option
@@ -49,7 +50,9 @@ pub fn questdb_type(name: &str) -> Option<&'static str> {
         "LONG" => "BIGINT",
         "SHORT" => "SMALLINT",
         "BYTE" => "TINYINT",
-        // DataFusion's TIMESTAMP keeps nanoseconds: both QuestDB precisions fit.
+        // DataFusion's TIMESTAMP keeps nanoseconds (QuestDB's TIMESTAMP, in
+        // microseconds, is mapped in the DDL of a table with a designated
+        // timestamp, see `create_table`).
         "TIMESTAMP_NS" => "TIMESTAMP",
         _ => return None,
     })
@@ -120,7 +123,8 @@ struct Edit {
 }
 
 impl Edit {
-    /// Maps QuestDB types in `AS type)` (the tail of a `CAST`) and drops the
+    /// Maps QuestDB types in `AS type)` (the tail of a `CAST`) and after
+    /// `::` (the cast operator QuestDB shares with PostgreSQL), and drops the
     /// suffix of QuestDB's float literals (`1.5f`: a number with `f` right
     /// after it, which reads as DOUBLE and is cast where a FLOAT is stored).
     fn casts(statement: &[TokenWithSpan]) -> Self {
@@ -128,6 +132,9 @@ impl Edit {
         let tok = |p: usize| &statement[sig[p]].token;
         let mut retype = vec![false; sig.len()];
         for p in (1..sig.len().saturating_sub(1)).filter(|&p| word_is(tok(p - 1), "AS") && tok(p + 1) == &Token::RParen) {
+            retype[p] = true;
+        }
+        for p in (1..sig.len()).filter(|&p| tok(p - 1) == &Token::DoubleColon) {
             retype[p] = true;
         }
         let mut drop = vec![false; sig.len()];
@@ -243,6 +250,15 @@ fn create_table(statement: &[TokenWithSpan]) -> Edit {
     // The option goes before `AS` when there is one, else where the clause
     // stood.
     if let Some((column, at)) = designated {
+        // A table with a designated timestamp is QuestDB's: its TIMESTAMP
+        // holds microseconds (TIMESTAMP_NS nanoseconds), so a bound or an
+        // offset without a unit means what it means in QuestDB.
+        let bare = |p: usize| is(p, "TIMESTAMP") && !(p + 1 < sig.len() && tok(p + 1) == &Token::LParen);
+        for p in (0..sig.len()).filter(|&p| retype[p] && bare(p)) {
+            drop[p] = true;
+            let micros = vec![Token::make_keyword("TIMESTAMP"), Token::LParen, Token::Number("6".into(), false), Token::RParen];
+            edit.inserts.push((p, micros));
+        }
         let option = vec![
             Token::make_keyword("WITH"),
             Token::LParen,
@@ -252,6 +268,7 @@ fn create_table(statement: &[TokenWithSpan]) -> Edit {
             Token::RParen,
         ];
         edit.inserts.push((as_at.unwrap_or(at), option));
+        edit.inserts.sort_by_key(|&(p, _)| p);
     }
     edit
 }
@@ -353,7 +370,18 @@ mod tests {
                 "create table trades (sym symbol capacity 256 nocache index capacity 64, qty long, ts timestamp) \
                  timestamp(ts) partition by day bypass wal dedup upsert keys(ts, sym) with maxUncommittedRows=10, o3MaxLag=1s;"
             ),
-            "create table trades (sym VARCHAR , qty BIGINT, ts timestamp) WITH(designated_timestamp='ts') ;"
+            "create table trades (sym VARCHAR , qty BIGINT, ts TIMESTAMP(6) ) WITH(designated_timestamp='ts') ;"
+        );
+        // With a designated timestamp, TIMESTAMP is QuestDB's (microseconds),
+        // casts included; TIMESTAMP_NS and an explicit precision stay; without
+        // one, TIMESTAMP is DataFusion's.
+        assert_eq!(
+            rewrite("create table t (a timestamp, b timestamp_ns, c timestamp(3)) timestamp(a); create table u (a timestamp)"),
+            "create table t (a TIMESTAMP(6) , b TIMESTAMP, c timestamp(3)) WITH(designated_timestamp='a') ; create table u (a timestamp)"
+        );
+        assert_eq!(
+            rewrite("create table x as (select cast(s as timestamp) ts from t) timestamp(ts)"),
+            "create table x WITH(designated_timestamp='ts') as (select cast(s as TIMESTAMP(6) ) ts from t)"
         );
         // CREATE TABLE AS: the option goes before AS; casts in the query.
         assert_eq!(
@@ -362,8 +390,8 @@ mod tests {
         );
         // Other statements: only casts change; a column named like a type stays.
         assert_eq!(
-            rewrite("INSERT INTO t SELECT symbol, CAST(x AS timestamp_ns), CAST(y AS symbol) FROM u; SELECT long FROM v"),
-            "INSERT INTO t SELECT symbol, CAST(x AS TIMESTAMP), CAST(y AS VARCHAR) FROM u; SELECT long FROM v"
+            rewrite("INSERT INTO t SELECT symbol, CAST(x AS timestamp_ns), CAST(y AS symbol), z::long FROM u; SELECT long FROM v"),
+            "INSERT INTO t SELECT symbol, CAST(x AS TIMESTAMP), CAST(y AS VARCHAR), z::BIGINT FROM u; SELECT long FROM v"
         );
         // Clauses cut short are left for the parser to report, never a panic.
         for cut in ["create table t (a int) dedup upsert keys", "create table t (a int) timestamp(", "create table t (a symbol capacity"] {
