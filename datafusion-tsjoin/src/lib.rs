@@ -25,6 +25,7 @@ pub mod config;
 pub mod functions;
 pub mod groupby;
 pub mod kernels;
+pub mod offset_topk;
 mod session;
 pub mod sql;
 pub mod window_join;

@@ -3,6 +3,7 @@
 use crate::config::{TimestampRegistry, TsJoinOptions};
 use crate::functions::first_last_udafs;
 use crate::groupby::InlineAggregateRule;
+use crate::offset_topk::OffsetTopK;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use crate::sql::{WindowJoinRelationPlanner, execute_sql, registry};
 use crate::window_join::{PushDownWindowJoinFilter, TsJoinQueryPlanner};
@@ -57,6 +58,8 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         let mut rules = PhysicalOptimizer::new().rules;
         let at = rules.iter().position(|r| r.name() == "CombinePartialFinalAggregate").map_or(rules.len(), |i| i + 1);
         rules.insert(at, Arc::new(InlineAggregateRule));
+        let at = rules.iter().position(|r| r.name() == "EnsureRequirements").map_or(rules.len(), |i| i + 1);
+        rules.insert(at, Arc::new(OffsetTopK));
         self.with_query_planner(Arc::new(TsJoinQueryPlanner))
             .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))
             .with_physical_optimizer_rules(rules)

@@ -1,6 +1,7 @@
-//! Token-level rewrite of QuestDB's `CREATE TABLE` dialect into SQL that
-//! DataFusion plans, so that scripts written for QuestDB (its own test
-//! suites, its documentation) run unchanged:
+//! Token-level rewrite of QuestDB's dialect (its `CREATE TABLE` and `ALTER
+//! TABLE`, its types, literals and implicit SELECT) into SQL that DataFusion
+//! plans, so that scripts written for QuestDB (its own test suites, its
+//! documentation) run unchanged:
 //!
 //! ```text
 //! CREATE TABLE trades (sym SYMBOL CAPACITY 256 CACHE INDEX, qty LONG, ts TIMESTAMP)
@@ -10,7 +11,9 @@
 //!   WITH (designated_timestamp = 'ts')
 //! ```
 //!
-//! - QuestDB's float literals (`1.5f`) lose their suffix, in any statement.
+//! - QuestDB's float literals (`1.5f`) lose their suffix, and its implicit
+//!   SELECT (`(trades WHERE …)`, `(trades LIMIT lo, hi)`) is spelt out, in
+//!   any statement (see [`Edit::implicit_selects`]).
 //! - QuestDB-only column types become their DataFusion equivalents
 //!   ([`questdb_type`]), in column definitions, in `CAST(x AS type)` and in
 //!   `x::type`;
@@ -70,7 +73,7 @@ pub fn rewrite_questdb_ddl(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         } else if starts_with(statement, &["ALTER", "TABLE"]) {
             alter_table(statement)
         } else {
-            Edit::casts(statement)
+            Edit::anywhere(statement)
         };
         edit.apply(statement, &mut out);
         start = end;
@@ -127,7 +130,7 @@ impl Edit {
     /// `::` (the cast operator QuestDB shares with PostgreSQL), and drops the
     /// suffix of QuestDB's float literals (`1.5f`: a number with `f` right
     /// after it, which reads as DOUBLE and is cast where a FLOAT is stored).
-    fn casts(statement: &[TokenWithSpan]) -> Self {
+    fn anywhere(statement: &[TokenWithSpan]) -> Self {
         let sig = significant(statement);
         let tok = |p: usize| &statement[sig[p]].token;
         let mut retype = vec![false; sig.len()];
@@ -141,7 +144,60 @@ impl Edit {
         for p in (1..sig.len()).filter(|&p| sig[p] == sig[p - 1] + 1) {
             drop[p] = matches!(tok(p - 1), Token::Number(..)) && word_is(tok(p), "f");
         }
-        Edit { drop, retype, inserts: vec![], sig }
+        let mut edit = Edit { drop, retype, inserts: vec![], sig };
+        edit.implicit_selects(statement);
+        edit
+    }
+
+    /// QuestDB's implicit SELECT, a table name in parentheses with a clause:
+    /// `(trades WHERE price > 5)` and `(trades LIMIT 5)` read `(SELECT *
+    /// FROM trades …)`, and its `LIMIT lo, hi` (rows lo+1 to hi, unlike
+    /// MySQL's offset and count) becomes `LIMIT hi-lo OFFSET lo`.
+    fn implicit_selects(&mut self, statement: &[TokenWithSpan]) {
+        let sig = &self.sig;
+        let tok = |p: usize| &statement[sig[p]].token;
+        let is = |p: usize, w: &str| p < sig.len() && word_is(tok(p), w);
+        let number = |p: usize| match (p < sig.len()).then(|| tok(p)) {
+            Some(Token::Number(n, _)) => n.parse::<u64>().ok(),
+            _ => None,
+        };
+        let space = || Token::Whitespace(Whitespace::Space);
+        for p in 1..sig.len().saturating_sub(1) {
+            let table = matches!(tok(p), Token::Word(w) if !["SELECT", "WITH", "VALUES"].iter().any(|k| w.value.eq_ignore_ascii_case(k)));
+            if tok(p - 1) != &Token::LParen || !table || !(is(p + 1, "WHERE") || is(p + 1, "LIMIT")) {
+                continue;
+            }
+            let select = vec![Token::make_keyword("SELECT"), space(), Token::Mul, space(), Token::make_keyword("FROM")];
+            self.inserts.push((p, select));
+            // The clause's own closing parenthesis, and `LIMIT lo, hi` right before it.
+            let mut depth = 0;
+            let Some(close) = (p..sig.len()).find(|&q| {
+                depth += match tok(q) {
+                    Token::LParen => 1,
+                    Token::RParen => -1,
+                    _ => 0,
+                };
+                depth < 0
+            }) else {
+                continue;
+            };
+            let q = close.saturating_sub(4);
+            if q > p && is(q, "LIMIT") && tok(q + 2) == &Token::Comma
+                && let (Some(lo), Some(hi)) = (number(q + 1), number(q + 3))
+                && lo <= hi
+            {
+                self.drop[q + 1..close].iter_mut().for_each(|d| *d = true);
+                let limit = vec![
+                    Token::Number((hi - lo).to_string(), false),
+                    space(),
+                    Token::make_keyword("OFFSET"),
+                    space(),
+                    Token::Number(lo.to_string(), false),
+                ];
+                self.inserts.push((close, limit));
+            }
+        }
+        self.inserts.sort_by_key(|&(p, _)| p);
     }
 
     /// Copies `statement` into `out` with the edits.
@@ -177,7 +233,7 @@ impl Edit {
 /// types and SYMBOL options in the column list, storage clauses and
 /// `TIMESTAMP(col)` after it.
 fn create_table(statement: &[TokenWithSpan]) -> Edit {
-    let mut edit = Edit::casts(statement);
+    let mut edit = Edit::anywhere(statement);
     let sig = &edit.sig;
     let tok = |p: usize| &statement[sig[p]].token;
     let is = |p: usize, w: &str| p < sig.len() && word_is(tok(p), w);
@@ -305,7 +361,7 @@ fn column_definition(statement: &[TokenWithSpan], sig: &[usize], p: usize, drop:
 /// DOUBLE`, `DROP COLUMN a, b`) spelt out one operation per column, as the
 /// parser expects (`ADD COLUMN a INT, ADD COLUMN b DOUBLE`).
 fn alter_table(statement: &[TokenWithSpan]) -> Edit {
-    let mut edit = Edit::casts(statement);
+    let mut edit = Edit::anywhere(statement);
     let sig = &edit.sig;
     let tok = |p: usize| &statement[sig[p]].token;
     let is = |p: usize, w: &str| p < sig.len() && word_is(tok(p), w);
@@ -423,6 +479,15 @@ mod tests {
             rewrite("INSERT INTO y VALUES (1.0f, 2F, 'f'); SELECT 1.5 f, x f FROM t"),
             "INSERT INTO y VALUES (1.0, 2, 'f'); SELECT 1.5 f, x f FROM t"
         );
+        // QuestDB's implicit SELECT and its LIMIT lo, hi; a sub-query's LIMIT
+        // a, b and a function's arguments stay.
+        assert_eq!(
+            rewrite("select * from (trades where price > 5 limit 2, 9) t join (prices limit 13) p on true"),
+            "select * from ( SELECT * FROM trades where price > 5 limit 7 OFFSET 2 ) t join ( SELECT * FROM prices limit 13) p on true"
+        );
+        for sql in ["select * from (select a from t limit 2, 9) x", "select f(a) from t where (a) in (1)"] {
+            assert_eq!(rewrite(sql), sql);
+        }
         // Cut short: left for the parser to report.
         for cut in ["alter table t add column", "alter table t add column a", "alter table t drop column a,"] {
             assert_eq!(rewrite(cut), cut);
@@ -436,7 +501,7 @@ mod tests {
         let words = [
             "create", "table", "t", "(", ")", ",", "a", "symbol", "capacity", "5", "index", "timestamp", "partition",
             "by", "day", "wal", "bypass", "dedup", "upsert", "keys", "with", "x", "=", "in", "volume", "owned", "as",
-            "select", ";", "long", "add", "column", "drop", "rename", "if", "not", "exists",
+            "select", ";", "long", "add", "column", "drop", "rename", "if", "not", "exists", "limit", "where", "::", "1f",
         ];
         let mut seed = 5u64;
         for _ in 0..3000 {
