@@ -7,6 +7,7 @@
 //! tsjoin-cli demo                                 # generate data, run the showcase
 //! ```
 
+mod contain;
 mod demo;
 mod output;
 mod repl;
@@ -113,7 +114,10 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(run(cli, threads)) {
+    contain::install_hook();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(run(cli, threads))))
+        .unwrap_or_else(|_| Err(contain::panic_error()));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let msg = e.to_string().replace('\n', " ");
@@ -128,7 +132,7 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
     if let Some(Sub::Demo { dir, trades }) = cli.sub {
         return demo::run(&ctx, dir, trades).await;
     }
-    tables::register_all(&ctx, &cli.tables, &cli.timestamps).await?;
+    contain::contained(tables::register_all(&ctx, &cli.tables, &cli.timestamps)).await?;
     let sql = match (&cli.command, &cli.file) {
         (Some(c), _) => Some(c.clone()),
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
@@ -158,7 +162,7 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str, format: Format, timing: bo
             Ok::<_, datafusion::error::DataFusionError>((schema, batches))
         };
         let (schema, batches) = tokio::select! {
-            r = work => r?,
+            r = contain::contained(work) => r?,
             _ = tokio::signal::ctrl_c() => {
                 return Err(datafusion::error::DataFusionError::Execution("query cancelled".into()));
             }

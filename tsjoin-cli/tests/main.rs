@@ -63,7 +63,15 @@ fn failures_print_one_line_and_exit_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.parquet");
     std::fs::write(&bad, b"this is not parquet").unwrap();
+    // Magic at both ends and a footer length far past the end: the Parquet
+    // reader panics on this one; registration names it, and a table made
+    // with SQL (no pre-check) reports the panic as an error.
+    let garbage = dir.path().join("garbage.parquet");
+    std::fs::write(&garbage, b"PAR1garbagePAR1").unwrap();
+    let external = format!("CREATE EXTERNAL TABLE g STORED AS PARQUET LOCATION '{}'", garbage.display());
     let cases = [
+        vec!["-t".into(), format!("x={}", dir.path().display()), "-c".into(), "SELECT 1".into()],
+        vec!["-c".into(), external],
         vec!["-t".to_string(), "x=/no/such/path.parquet".into(), "-c".into(), "SELECT 1".into()],
         vec!["-t".into(), format!("x={}", bad.display()), "-c".into(), "SELECT * FROM x".into()],
         vec!["-c".into(), "SELECT * FROM nowhere".into()],
@@ -78,6 +86,8 @@ fn failures_print_one_line_and_exit_non_zero() {
         assert!(err.starts_with("Error: "), "{err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+    let (_, _, err) = run(&["-t", &format!("x={}", garbage.display()), "-c", "SELECT 1"]);
+    assert!(err.contains("corrupt Parquet file") && err.contains("15 bytes"), "{err}");
 }
 
 #[test]
