@@ -12,11 +12,16 @@ use std::sync::Mutex;
 /// [`install_hook`] sets instead of printing it.
 static LAST: Mutex<Option<String>> = Mutex::new(None);
 
-/// Replaces the default hook (which prints the panic, and a backtrace with
-/// RUST_BACKTRACE) with one that records it for the error [`contained`]
-/// returns.
+/// Records each panic for the error [`contained`] returns instead of
+/// printing it; with RUST_BACKTRACE set, the default hook still prints it
+/// (and the backtrace) for whoever is debugging.
 pub fn install_hook() {
-    std::panic::set_hook(Box::new(|info| {
+    let default = std::panic::take_hook();
+    let debugging = std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0");
+    std::panic::set_hook(Box::new(move |info| {
+        if debugging {
+            default(info);
+        }
         let message = info
             .payload()
             .downcast_ref::<&str>()

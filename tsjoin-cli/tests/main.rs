@@ -2,8 +2,12 @@
 
 use std::process::Command;
 
+/// The binary as a user runs it (RUST_BACKTRACE, which makes it print
+/// panics it contains, unset).
 fn cli() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tsjoin-cli"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tsjoin-cli"));
+    command.env_remove("RUST_BACKTRACE");
+    command
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
