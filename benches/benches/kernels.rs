@@ -17,7 +17,9 @@ fn data(n: usize) -> Vec<f64> {
     let mut x = 0x1234_5678u64;
     (0..n)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (x >> 11) as f64 / (1u64 << 53) as f64 * 100.0
         })
         .collect()
@@ -49,8 +51,16 @@ fn kernels(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new("sequential", n), &v, |b, v| {
                 b.iter(|| match op {
                     0 => black_box(black_box(v).iter().sum::<f64>()),
-                    1 => black_box(black_box(v).iter().fold(f64::INFINITY, |a, &x| if x < a { x } else { a })),
-                    _ => black_box(black_box(v).iter().fold(f64::NEG_INFINITY, |a, &x| if x > a { x } else { a })),
+                    1 => black_box(
+                        black_box(v)
+                            .iter()
+                            .fold(f64::INFINITY, |a, &x| if x < a { x } else { a }),
+                    ),
+                    _ => black_box(
+                        black_box(v)
+                            .iter()
+                            .fold(f64::NEG_INFINITY, |a, &x| if x > a { x } else { a }),
+                    ),
                 })
             });
             group.bench_with_input(BenchmarkId::new("arrow", n), &arrow, |b, a| {
@@ -73,9 +83,14 @@ fn windows(c: &mut Criterion) {
     let k = KernelSet::detect();
     let v = data(1 << 20);
     let sums = BlockSums::new(&v, k);
-    let partial = |s: usize, e: usize| k.min_max_f64(&v[s..e]).map_or(f64::IDENTITY, |(a, b)| [a, b]);
+    let partial = |s: usize, e: usize| {
+        k.min_max_f64(&v[s..e])
+            .map_or(f64::IDENTITY, |(a, b)| [a, b])
+    };
     let table = BlockMinMax::new(v.len(), v.len(), partial);
-    let starts: Vec<usize> = (0..1000).map(|i| (i * 7919 * 64) % ((1 << 20) - 20_000) + i * 7).collect();
+    let starts: Vec<usize> = (0..1000)
+        .map(|i| (i * 7919 * 64) % ((1 << 20) - 20_000) + i * 7)
+        .collect();
     for (name, blocks) in [("window_sum", true), ("window_min_max", false)] {
         let mut group = c.benchmark_group(name);
         group.throughput(Throughput::Elements(starts.len() as u64));
@@ -97,7 +112,11 @@ fn windows(c: &mut Criterion) {
                 b.iter(|| {
                     let mut acc = 0.0;
                     for &s in &starts {
-                        acc += if blocks { sums.sum(&v, s, s + len, k) } else { table.query(s, s + len, partial)[1] };
+                        acc += if blocks {
+                            sums.sum(&v, s, s + len, k)
+                        } else {
+                            table.query(s, s + len, partial)[1]
+                        };
                     }
                     black_box(acc)
                 })

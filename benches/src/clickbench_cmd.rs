@@ -21,17 +21,26 @@ pub struct HitsArgs {
 
 impl HitsArgs {
     fn dir(&self) -> PathBuf {
-        self.data.clone().unwrap_or_else(|| PathBuf::from(format!("benches/data/hits-{}", self.rows)))
+        self.data
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("benches/data/hits-{}", self.rows)))
     }
 
     /// Generates the data set unless it is there already.
     pub fn ensure(&self) -> Result<PathBuf> {
         let dir = self.dir();
         if !is_generated(&dir, self.rows, self.seed) {
-            eprintln!("clickbench: generating {} rows into {}", self.rows, dir.display());
+            eprintln!(
+                "clickbench: generating {} rows into {}",
+                self.rows,
+                dir.display()
+            );
             let start = std::time::Instant::now();
             generate_hits(&dir, self.rows, self.seed)?;
-            eprintln!("clickbench: generated in {:.1} s", start.elapsed().as_secs_f64());
+            eprintln!(
+                "clickbench: generated in {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
         }
         Ok(dir)
     }
@@ -65,14 +74,24 @@ pub struct RunArgs {
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!("{cores} cores, {cpu}")
 }
 
 fn dir_size(p: &Path) -> u64 {
-    std::fs::read_dir(p).map_or(0, |d| d.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+    std::fs::read_dir(p).map_or(0, |d| {
+        d.flatten()
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum()
+    })
 }
 
 /// Runs the 43 queries on tsjoin, on DataFusion with tsjoin's operators
@@ -81,11 +100,16 @@ fn dir_size(p: &Path) -> u64 {
 pub async fn run(args: RunArgs) -> Result<()> {
     let dir = args.hits.ensure()?;
     let (files, data_size) = if args.single {
-        (dir.join("hits.parquet"), std::fs::metadata(dir.join("hits.parquet"))?.len())
+        (
+            dir.join("hits.parquet"),
+            std::fs::metadata(dir.join("hits.parquet"))?.len(),
+        )
     } else {
         (dir.join("partitioned"), dir_size(&dir.join("partitioned")))
     };
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let variant = if args.single { "single" } else { "partitioned" };
     let machine = machine();
     let comment = format!(
@@ -96,24 +120,42 @@ pub async fn run(args: RunArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)?;
     let only = args.only.as_deref();
     let mut configs: Vec<(String, Vec<QueryRuns>)> = vec![];
-    let ours = [("tsjoin", "tsjoin", true), ("DataFusion 55", "datafusion", false)];
+    let ours = [
+        ("tsjoin", "tsjoin", true),
+        ("DataFusion 55", "datafusion", false),
+    ];
     eprintln!("clickbench: tsjoin and DataFusion, taking turns run by run");
     let mut ctxs = vec![];
     for (_, _, tsjoin) in ours {
         ctxs.push(session(&files, threads, tsjoin).await?);
     }
-    for ((name, file, _), runs) in ours.into_iter().zip(run_all(&ctxs, args.runs, only).await) {
+    for ((name, file, _), runs) in
+        ours.into_iter().zip(run_all(&ctxs, args.runs, only).await)
+    {
         let system = format!("{name} (Parquet, {variant})");
         let tags = ["Rust", "column-oriented", "embedded", "stateless"];
         let json = result_json(&system, &machine, &tags, data_size, &runs, &comment);
-        std::fs::write(args.out.join(format!("{file}.json")), serde_json::to_string_pretty(&json).map_err(io)?)?;
+        std::fs::write(
+            args.out.join(format!("{file}.json")),
+            serde_json::to_string_pretty(&json).map_err(io)?,
+        )?;
         configs.push((name.to_string(), runs));
     }
     if !args.no_peers {
         for (name, file, runs) in peers(&files, threads, args.runs, only)? {
             let system = format!("{name} (Parquet, {variant})");
-            let json = result_json(&system, &machine, &["column-oriented", "embedded"], data_size, &runs, &comment);
-            std::fs::write(args.out.join(format!("{file}.json")), serde_json::to_string_pretty(&json).map_err(io)?)?;
+            let json = result_json(
+                &system,
+                &machine,
+                &["column-oriented", "embedded"],
+                data_size,
+                &runs,
+                &comment,
+            );
+            std::fs::write(
+                args.out.join(format!("{file}.json")),
+                serde_json::to_string_pretty(&json).map_err(io)?,
+            )?;
             configs.push((name, runs));
         }
     }
@@ -137,12 +179,28 @@ fn io(e: impl std::fmt::Display) -> DataFusionError {
 
 /// DuckDB and chdb through `benches/peers/clickbench.py`, when python3 and
 /// the packages are there; each gives `(name, file stem, runs)`.
-fn peers(files: &Path, threads: usize, runs: usize, only: Option<&[usize]>) -> Result<Vec<(String, String, Vec<QueryRuns>)>> {
+fn peers(
+    files: &Path,
+    threads: usize,
+    runs: usize,
+    only: Option<&[usize]>,
+) -> Result<Vec<(String, String, Vec<QueryRuns>)>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/clickbench.py");
     let mut cmd = std::process::Command::new("python3");
-    cmd.arg(&script).arg("--files").arg(files).arg("--threads").arg(threads.to_string()).arg("--runs").arg(runs.to_string());
+    cmd.arg(&script)
+        .arg("--files")
+        .arg(files)
+        .arg("--threads")
+        .arg(threads.to_string())
+        .arg("--runs")
+        .arg(runs.to_string());
     if let Some(o) = only {
-        cmd.arg("--only").arg(o.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(","));
+        cmd.arg("--only").arg(
+            o.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
     }
     let output = match cmd.stderr(std::process::Stdio::inherit()).output() {
         Ok(o) => o,
@@ -153,25 +211,45 @@ fn peers(files: &Path, threads: usize, runs: usize, only: Option<&[usize]>) -> R
     };
     let mut out: Vec<(String, String, Vec<QueryRuns>)> = vec![];
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
         if let Some(note) = v["note"].as_str() {
             eprintln!("clickbench: {note}");
             continue;
         }
         let engine = v["engine"].as_str().unwrap_or("?").to_string();
         let q = v["query"].as_u64().unwrap_or(0) as usize;
-        let times: Vec<Option<f64>> = v["times"].as_array().map_or(vec![], |t| t.iter().map(Value::as_f64).collect());
+        let times: Vec<Option<f64>> = v["times"]
+            .as_array()
+            .map_or(vec![], |t| t.iter().map(Value::as_f64).collect());
         let entry = match out.iter_mut().find(|e| e.0 == engine) {
             Some(e) => e,
             None => {
-                let stem = engine.split_whitespace().next().unwrap_or("peer").to_lowercase();
-                let empty = QueryRuns { times: vec![None; runs], rows: None, error: Some("not run".into()) };
-                out.push((engine.clone(), stem, vec![empty; tsjoin_bench::clickbench::queries().len()]));
+                let stem = engine
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("peer")
+                    .to_lowercase();
+                let empty = QueryRuns {
+                    times: vec![None; runs],
+                    rows: None,
+                    error: Some("not run".into()),
+                };
+                out.push((
+                    engine.clone(),
+                    stem,
+                    vec![empty; tsjoin_bench::clickbench::queries().len()],
+                ));
                 out.last_mut().expect("pushed")
             }
         };
         if let Some(slot) = entry.2.get_mut(q) {
-            *slot = QueryRuns { times, rows: v["rows"].as_u64().map(|r| r as usize), error: v["error"].as_str().map(String::from) };
+            *slot = QueryRuns {
+                times,
+                rows: v["rows"].as_u64().map(|r| r as usize),
+                error: v["error"].as_str().map(String::from),
+            };
         }
     }
     Ok(out)

@@ -6,7 +6,10 @@
 //!
 //! Deterministic: the same `(trades, seed)` writes the same files.
 
-use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use datafusion::arrow::array::{
+    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ArrowWriter;
@@ -37,7 +40,8 @@ pub struct Workload {
 impl Workload {
     /// Time span in microseconds that keeps the reference density.
     pub fn span_us(&self) -> i64 {
-        ((self.trades as u128 * 86_400_000_000u128) / TRADES_PER_DAY as u128).max(1) as i64
+        ((self.trades as u128 * 86_400_000_000u128) / TRADES_PER_DAY as u128).max(1)
+            as i64
     }
 }
 
@@ -104,7 +108,11 @@ fn level(k: usize) -> f64 {
 pub fn trades_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
-        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            false,
+        ),
         Field::new("sym", DataType::Utf8, false),
         Field::new("price", DataType::Float64, false),
         Field::new("qty", DataType::Int64, false),
@@ -114,7 +122,11 @@ pub fn trades_schema() -> SchemaRef {
 /// Schema of `prices`.
 pub fn prices_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            false,
+        ),
         Field::new("sym", DataType::Utf8, false),
         Field::new("bid", DataType::Float64, false),
         Field::new("ask", DataType::Float64, false),
@@ -144,21 +156,35 @@ fn write_table(
     let mut ts_rng = Rng::new(seed ^ 0x5EED);
     let mut ts = timestamps(&mut ts_rng, rows, span_us);
     let per_file = rows.div_ceil(FILES as u64).max(1);
-    let props = WriterProperties::builder().set_max_row_group_row_count(Some(256 * 1024)).build();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(256 * 1024))
+        .build();
     let mut row = 0u64;
     for f in 0..FILES {
         let path = dir.join(format!("part-{f:02}.parquet"));
-        let mut writer = ArrowWriter::try_new(std::fs::File::create(&path)?, Arc::clone(&schema), Some(props.clone()))?;
+        let mut writer = ArrowWriter::try_new(
+            std::fs::File::create(&path)?,
+            Arc::clone(&schema),
+            Some(props.clone()),
+        )?;
         let end = ((f as u64 + 1) * per_file).min(rows);
         while row < end {
             let chunk_end = (row + 64 * 1024).min(end);
-            let mut cols: Vec<ArrayBuilder> = schema.fields().iter().map(|_| ArrayBuilder::default()).collect();
+            let mut cols: Vec<ArrayBuilder> = schema
+                .fields()
+                .iter()
+                .map(|_| ArrayBuilder::default())
+                .collect();
             for i in row..chunk_end {
                 let t = ts.next().expect("one timestamp per row");
                 let sym = zipf.sample(&mut rng);
                 make(&mut rng, i, t, sym, &mut cols);
             }
-            let arrays: Vec<ArrayRef> = cols.into_iter().zip(schema.fields()).map(|(b, f)| b.finish(f.data_type())).collect();
+            let arrays: Vec<ArrayRef> = cols
+                .into_iter()
+                .zip(schema.fields())
+                .map(|(b, f)| b.finish(f.data_type()))
+                .collect();
             writer.write(&RecordBatch::try_new(Arc::clone(&schema), arrays)?)?;
             row = chunk_end;
         }
@@ -179,7 +205,9 @@ impl ArrayBuilder {
     fn finish(self, t: &DataType) -> ArrayRef {
         match t {
             DataType::Int64 => Arc::new(Int64Array::from(self.ints)),
-            DataType::Timestamp(..) => Arc::new(TimestampMicrosecondArray::from(self.ints)),
+            DataType::Timestamp(..) => {
+                Arc::new(TimestampMicrosecondArray::from(self.ints))
+            }
             DataType::Float64 => Arc::new(Float64Array::from(self.floats)),
             _ => Arc::new(StringArray::from(self.strings)),
         }
@@ -195,21 +223,36 @@ pub fn generate(dir: &Path, w: Workload) -> Result<()> {
             std::fs::remove_dir_all(&d)?;
         }
     }
-    write_table(&dir.join("trades"), trades_schema(), w.trades, span, w.seed, |rng, i, t, k, c| {
-        c[0].ints.push(i as i64);
-        c[1].ints.push(t);
-        c[2].strings.push(symbol(k));
-        c[3].floats.push(level(k) * (1.0 + 0.002 * (rng.unit() - 0.5)));
-        c[4].ints.push(1 + (rng.next_u64() % 1000) as i64);
-    })?;
-    write_table(&dir.join("prices"), prices_schema(), 3 * w.trades, span, w.seed.wrapping_add(1), |rng, _, t, k, c| {
-        let mid = level(k) * (1.0 + 0.002 * (rng.unit() - 0.5));
-        let half_spread = mid * 0.0005 * (0.5 + rng.unit());
-        c[0].ints.push(t);
-        c[1].strings.push(symbol(k));
-        c[2].floats.push(mid - half_spread);
-        c[3].floats.push(mid + half_spread);
-    })?;
+    write_table(
+        &dir.join("trades"),
+        trades_schema(),
+        w.trades,
+        span,
+        w.seed,
+        |rng, i, t, k, c| {
+            c[0].ints.push(i as i64);
+            c[1].ints.push(t);
+            c[2].strings.push(symbol(k));
+            c[3].floats
+                .push(level(k) * (1.0 + 0.002 * (rng.unit() - 0.5)));
+            c[4].ints.push(1 + (rng.next_u64() % 1000) as i64);
+        },
+    )?;
+    write_table(
+        &dir.join("prices"),
+        prices_schema(),
+        3 * w.trades,
+        span,
+        w.seed.wrapping_add(1),
+        |rng, _, t, k, c| {
+            let mid = level(k) * (1.0 + 0.002 * (rng.unit() - 0.5));
+            let half_spread = mid * 0.0005 * (0.5 + rng.unit());
+            c[0].ints.push(t);
+            c[1].strings.push(symbol(k));
+            c[2].floats.push(mid - half_spread);
+            c[3].floats.push(mid + half_spread);
+        },
+    )?;
     std::fs::write(
         dir.join("workload.json"),
         serde_json::json!({ "trades": w.trades, "prices": 3 * w.trades, "seed": w.seed, "span_us": span, "symbols": SYMBOLS, "zipf_s": ZIPF_S })
@@ -245,23 +288,45 @@ mod tests {
 
     #[test]
     fn density_is_kept() {
-        let w = Workload { trades: 1_000_000, seed: 0 };
+        let w = Workload {
+            trades: 1_000_000,
+            seed: 0,
+        };
         assert_eq!(w.span_us(), 1_728_000_000); // 28.8 minutes
-        assert_eq!(Workload { trades: 50_000_000, seed: 0 }.span_us(), 86_400_000_000);
+        assert_eq!(
+            Workload {
+                trades: 50_000_000,
+                seed: 0
+            }
+            .span_us(),
+            86_400_000_000
+        );
     }
 
     #[test]
     fn generation_is_deterministic() {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let w = Workload { trades: 2000, seed: 42 };
+        let w = Workload {
+            trades: 2000,
+            seed: 42,
+        };
         generate(a.path(), w).unwrap();
         generate(b.path(), w).unwrap();
         assert!(is_generated(a.path(), w));
-        assert!(!is_generated(a.path(), Workload { trades: 2000, seed: 43 }));
+        assert!(!is_generated(
+            a.path(),
+            Workload {
+                trades: 2000,
+                seed: 43
+            }
+        ));
         for sub in ["trades", "prices"] {
             for f in 0..FILES {
                 let name = format!("{sub}/part-{f:02}.parquet");
-                assert_eq!(std::fs::read(a.path().join(&name)).unwrap(), std::fs::read(b.path().join(&name)).unwrap());
+                assert_eq!(
+                    std::fs::read(a.path().join(&name)).unwrap(),
+                    std::fs::read(b.path().join(&name)).unwrap()
+                );
             }
         }
     }

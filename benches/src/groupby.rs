@@ -12,8 +12,12 @@
 //!   (6 groups) and float columns.
 
 use crate::generate::Rng;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::datatypes::{
+    DataType, Field, Float64Type, Int64Type, Schema, SchemaRef,
+};
 use datafusion::error::Result;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
@@ -26,11 +30,20 @@ use std::sync::Arc;
 pub const FILES: usize = 10;
 
 /// Key columns of the grid and their (nominal) group counts.
-pub const GRID_KEYS: [(&str, &str); 5] =
-    [("k10", "10"), ("k1k", "1K"), ("k100k", "100K"), ("kall", "all distinct (dense)"), ("ksparse", "all distinct (sparse)")];
+pub const GRID_KEYS: [(&str, &str); 5] = [
+    ("k10", "10"),
+    ("k1k", "1K"),
+    ("k100k", "100K"),
+    ("kall", "all distinct (dense)"),
+    ("ksparse", "all distinct (sparse)"),
+];
 
 /// Aggregate lists of the grid.
-pub const GRID_AGGS: [(&str, &str); 3] = [("count", "count(*)"), ("sum", "sum(v)"), ("count+sum", "count(*), sum(v)")];
+pub const GRID_AGGS: [(&str, &str); 3] = [
+    ("count", "count(*)"),
+    ("sum", "sum(v)"),
+    ("count+sum", "count(*), sum(v)"),
+];
 
 /// The Q1-like query.
 pub const Q1_LIKE: &str = "SELECT returnflag, linestatus, sum(quantity), sum(extendedprice), count(*) \
@@ -68,20 +81,35 @@ impl Column {
 
 /// Writes `rows` rows made by `make(row, columns)` as [`FILES`] Parquet
 /// files in `dir` (replacing it), then a marker with the row count.
-fn write(dir: &Path, schema: SchemaRef, rows: u64, mut make: impl FnMut(u64, &mut [Column])) -> Result<()> {
+fn write(
+    dir: &Path,
+    schema: SchemaRef,
+    rows: u64,
+    mut make: impl FnMut(u64, &mut [Column]),
+) -> Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }
     std::fs::create_dir_all(dir)?;
     let per_file = rows.div_ceil(FILES as u64).max(1);
-    let props = WriterProperties::builder().set_max_row_group_row_count(Some(512 * 1024)).build();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(512 * 1024))
+        .build();
     for f in 0..FILES as u64 {
         let path = dir.join(format!("part-{f:02}.parquet"));
-        let mut w = ArrowWriter::try_new(std::fs::File::create(&path)?, Arc::clone(&schema), Some(props.clone()))?;
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&path)?,
+            Arc::clone(&schema),
+            Some(props.clone()),
+        )?;
         let (mut row, end) = (f * per_file, ((f + 1) * per_file).min(rows));
         while row < end {
             let chunk = (end - row).min(64 * 1024);
-            let mut cols: Vec<Column> = schema.fields().iter().map(|f| Column::new(f.data_type())).collect();
+            let mut cols: Vec<Column> = schema
+                .fields()
+                .iter()
+                .map(|f| Column::new(f.data_type()))
+                .collect();
             for i in row..row + chunk {
                 make(i, &mut cols);
             }
@@ -103,11 +131,16 @@ pub fn is_generated(dir: &Path, rows: u64) -> bool {
 /// Writes the grid data set of `rows` rows into `dir`.
 pub fn generate_grid(dir: &Path, rows: u64, seed: u64) -> Result<()> {
     let schema = Arc::new(Schema::new(
-        ["k10", "k1k", "k100k", "kall", "ksparse", "v"].map(|n| Field::new(n, DataType::Int64, false)).to_vec(),
+        ["k10", "k1k", "k100k", "kall", "ksparse", "v"]
+            .map(|n| Field::new(n, DataType::Int64, false))
+            .to_vec(),
     ));
     let mut rng = Rng::new(seed);
     // A prime not dividing `rows` walks 0..rows in a shuffled order.
-    let step = [1_000_003u64, 1_000_033, 1_000_037].into_iter().find(|p| rows % p != 0).expect("a coprime step");
+    let step = [1_000_003u64, 1_000_033, 1_000_037]
+        .into_iter()
+        .find(|p| rows % p != 0)
+        .expect("a coprime step");
     write(dir, schema, rows, move |i, cols| {
         let mut r = || rng.next_u64();
         let values: [i64; 6] = [
@@ -141,7 +174,13 @@ pub fn generate_q1like(dir: &Path, rows: u64, seed: u64) -> Result<()> {
         let status = ["F", "O"][(rng.next_u64() % 2) as usize];
         let qty = (1 + rng.next_u64() % 50) as f64;
         let price = (rng.next_u64() % 10_000_000) as f64 / 100.0;
-        if let [Column::Str(f), Column::Str(s), Column::Float(q), Column::Float(p)] = cols {
+        if let [
+            Column::Str(f),
+            Column::Str(s),
+            Column::Float(q),
+            Column::Float(p),
+        ] = cols
+        {
             f.push(flag);
             s.push(status);
             q.push(qty);
@@ -152,13 +191,27 @@ pub fn generate_q1like(dir: &Path, rows: u64, seed: u64) -> Result<()> {
 
 /// A session over one data set registered as `name`: tsjoin with the
 /// inline aggregate on (and `settings`, `name = value` pairs) or off.
-pub async fn session(dir: &Path, name: &str, threads: usize, inline: bool, settings: &[&str]) -> Result<SessionContext> {
-    let ctx = datafusion_tsjoin::tsjoin_context(SessionConfig::new().with_target_partitions(threads));
-    ctx.tsjoin_sql(&format!("SET tsjoin.inline_aggregate = {inline}")).await?;
+pub async fn session(
+    dir: &Path,
+    name: &str,
+    threads: usize,
+    inline: bool,
+    settings: &[&str],
+) -> Result<SessionContext> {
+    let ctx = datafusion_tsjoin::tsjoin_context(
+        SessionConfig::new().with_target_partitions(threads),
+    );
+    ctx.tsjoin_sql(&format!("SET tsjoin.inline_aggregate = {inline}"))
+        .await?;
     for setting in settings.iter().filter(|_| inline) {
         ctx.tsjoin_sql(&format!("SET {setting}")).await?;
     }
-    ctx.register_parquet(name, dir.to_str().expect("utf-8 path"), ParquetReadOptions::default()).await?;
+    ctx.register_parquet(
+        name,
+        dir.to_str().expect("utf-8 path"),
+        ParquetReadOptions::default(),
+    )
+    .await?;
     Ok(ctx)
 }
 
@@ -175,15 +228,29 @@ pub fn checksum(batches: &[RecordBatch], keys: usize) -> String {
             match a.data_type() {
                 DataType::Float64 => {
                     is_float = true;
-                    floats += a.as_primitive::<Float64Type>().iter().flatten().sum::<f64>();
+                    floats += a
+                        .as_primitive::<Float64Type>()
+                        .iter()
+                        .flatten()
+                        .sum::<f64>();
                 }
                 _ => {
-                    let a = datafusion::arrow::compute::cast(a, &DataType::Int64).expect("integer aggregate");
-                    ints += a.as_primitive::<Int64Type>().iter().flatten().map(|x| x as i128).sum::<i128>();
+                    let a = datafusion::arrow::compute::cast(a, &DataType::Int64)
+                        .expect("integer aggregate");
+                    ints += a
+                        .as_primitive::<Int64Type>()
+                        .iter()
+                        .flatten()
+                        .map(|x| x as i128)
+                        .sum::<i128>();
                 }
             }
         }
-        parts.push(if is_float { format!("{floats:.6e}") } else { ints.to_string() });
+        parts.push(if is_float {
+            format!("{floats:.6e}")
+        } else {
+            ints.to_string()
+        });
     }
     parts.join("|")
 }
@@ -228,7 +295,10 @@ pub fn cells(grid_rows: &[u64], q1_rows: &[u64]) -> Vec<Cell> {
                     rows,
                     keys: vec![key],
                     aggs: agg_list,
-                    label: format!("{} rows, int64 key, {groups} groups, {name}", human(rows)),
+                    label: format!(
+                        "{} rows, int64 key, {groups} groups, {name}",
+                        human(rows)
+                    ),
                     sql: grid_sql(key, aggs),
                     settings: vec![],
                 });
@@ -244,8 +314,15 @@ pub fn cells(grid_rows: &[u64], q1_rows: &[u64]) -> Vec<Cell> {
                     table: "grid",
                     rows,
                     keys: vec![key],
-                    aggs: vec![if *name == "count" { "count".to_string() } else { "sum:v".to_string() }],
-                    label: format!("{} rows, int64 key, {groups} groups, {name}; {NO_CODES}", human(rows)),
+                    aggs: vec![if *name == "count" {
+                        "count".to_string()
+                    } else {
+                        "sum:v".to_string()
+                    }],
+                    label: format!(
+                        "{} rows, int64 key, {groups} groups, {name}; {NO_CODES}",
+                        human(rows)
+                    ),
                     sql: grid_sql(key, aggs),
                     settings: vec![NO_CODES],
                 });
@@ -257,7 +334,11 @@ pub fn cells(grid_rows: &[u64], q1_rows: &[u64]) -> Vec<Cell> {
             table: "q1like",
             rows,
             keys: vec!["returnflag", "linestatus"],
-            aggs: vec!["sum:quantity".into(), "sum:extendedprice".into(), "count".into()],
+            aggs: vec![
+                "sum:quantity".into(),
+                "sum:extendedprice".into(),
+                "count".into(),
+            ],
             label: format!(
                 "{} rows, Q1-like: 2 string keys, 6 groups, 2 float sums + count",
                 human(rows)
@@ -300,7 +381,11 @@ pub fn ensure_data(root: &Path, cell: &Cell, seed: u64) -> Result<()> {
 
 /// Runs `cell` `runs` times on `ctx`: the times, and the checksum of the
 /// last answer.
-pub async fn measure(ctx: &SessionContext, cell: &Cell, runs: usize) -> Result<(Vec<f64>, String)> {
+pub async fn measure(
+    ctx: &SessionContext,
+    cell: &Cell,
+    runs: usize,
+) -> Result<(Vec<f64>, String)> {
     let mut times = vec![];
     let mut digest = String::new();
     for _ in 0..runs.max(1) {
@@ -314,6 +399,13 @@ pub async fn measure(ctx: &SessionContext, cell: &Cell, runs: usize) -> Result<(
 
 /// Whether the plan of `cell` on `ctx` runs tsjoin's inline aggregate.
 pub async fn runs_inline(ctx: &SessionContext, cell: &Cell) -> Result<bool> {
-    let plan = ctx.tsjoin_sql(&cell.sql).await?.create_physical_plan().await?;
-    Ok(datafusion::physical_plan::displayable(plan.as_ref()).indent(true).to_string().contains("InlineAggregateExec"))
+    let plan = ctx
+        .tsjoin_sql(&cell.sql)
+        .await?
+        .create_physical_plan()
+        .await?;
+    Ok(datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string()
+        .contains("InlineAggregateExec"))
 }

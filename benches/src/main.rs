@@ -24,7 +24,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// `mi_option_purge_delay` in mimalloc.h (not named by the Rust bindings).
 const MI_OPTION_PURGE_DELAY: i32 = 15;
 
-use tsjoin_bench::runner::{DF_BUCKETED_Q1, DF_WINDOW_Q1, Measurement, QUERIES, SCAN, measure, session};
+use tsjoin_bench::runner::{
+    DF_BUCKETED_Q1, DF_WINDOW_Q1, Measurement, QUERIES, SCAN, measure, session,
+};
 
 #[derive(Parser)]
 #[command(name = "tsjoin-bench", about = "tsjoin benchmarks")]
@@ -111,7 +113,11 @@ struct RunArgs {
     queries: Vec<String>,
     /// tsjoin setups to run: fast (all threads), single (fast path, one
     /// thread), scalar (scalar kernels), general (general path).
-    #[arg(long, value_delimiter = ',', default_value = "fast,single,scalar,general")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fast,single,scalar,general"
+    )]
     setups: Vec<String>,
     /// Skip DataFusion's plain-SQL rewrites (slow at large scales).
     #[arg(long)]
@@ -142,17 +148,26 @@ struct DataArgs {
 
 impl DataArgs {
     fn workload(&self) -> Workload {
-        Workload { trades: self.trades, seed: self.seed }
+        Workload {
+            trades: self.trades,
+            seed: self.seed,
+        }
     }
 
     fn dir(&self) -> PathBuf {
-        self.data.clone().unwrap_or_else(|| PathBuf::from(format!("benches/data/wj-{}", self.trades)))
+        self.data
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("benches/data/wj-{}", self.trades)))
     }
 }
 
 fn machine() -> Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).unwrap_or("unknown");
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("unknown");
     let avx2 = cpuinfo.contains(" avx2");
     json!({
         "cpu": model.trim(),
@@ -166,7 +181,8 @@ fn machine() -> Value {
 /// Writes `<stem>.json` and `<stem>.md` into `out` and prints the table.
 fn write_report(out: &Path, stem: &str, json: &Value, md: &str) -> Result<()> {
     std::fs::create_dir_all(out)?;
-    let text = serde_json::to_string_pretty(json).map_err(|e| DataFusionError::External(e.into()))?;
+    let text = serde_json::to_string_pretty(json)
+        .map_err(|e| DataFusionError::External(e.into()))?;
     std::fs::write(out.join(format!("{stem}.json")), text)?;
     std::fs::write(out.join(format!("{stem}.md")), md)?;
     println!("{md}");
@@ -175,12 +191,25 @@ fn write_report(out: &Path, stem: &str, json: &Value, md: &str) -> Result<()> {
 
 /// Runs `benches/peers/window_join.py`; missing Python or packages give
 /// notes, not failures.
-fn peers(data: &Path, threads: usize, runs: usize, queries: &[String], engines: &[String]) -> (Vec<Measurement>, Vec<String>) {
+fn peers(
+    data: &Path,
+    threads: usize,
+    runs: usize,
+    queries: &[String],
+    engines: &[String],
+) -> (Vec<Measurement>, Vec<String>) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/window_join.py");
     let output = std::process::Command::new("python3")
         .arg(&script)
         .args(["--data", data.to_str().unwrap_or(".")])
-        .args(["--threads", &threads.to_string(), "--runs", &runs.to_string(), "--queries", &queries.join(",")])
+        .args([
+            "--threads",
+            &threads.to_string(),
+            "--runs",
+            &runs.to_string(),
+            "--queries",
+            &queries.join(","),
+        ])
         .args(["--engines", &engines.join(",")])
         .stderr(std::process::Stdio::inherit())
         .output();
@@ -190,7 +219,9 @@ fn peers(data: &Path, threads: usize, runs: usize, queries: &[String], engines: 
     };
     let (mut ms, mut notes) = (vec![], vec![]);
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
         if let Some(note) = v["note"].as_str() {
             notes.push(note.to_string());
             continue;
@@ -198,8 +229,15 @@ fn peers(data: &Path, threads: usize, runs: usize, queries: &[String], engines: 
         ms.push(Measurement {
             engine: v["engine"].as_str().unwrap_or("?").to_string(),
             query: v["query"].as_str().unwrap_or("?").to_string(),
-            times: v["times"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default(),
-            answer: v["answer"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()),
+            times: v["times"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default(),
+            answer: v["answer"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            }),
             extra: json!({}),
         });
     }
@@ -207,22 +245,45 @@ fn peers(data: &Path, threads: usize, runs: usize, queries: &[String], engines: 
 }
 
 async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
-    let threads = run.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = run
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let (runs, peer_runs) = (run.runs.max(1), run.peer_runs.max(1));
     if !is_generated(&data, w) {
-        eprintln!("generating {} trades / {} prices into {} ...", w.trades, 3 * w.trades, data.display());
+        eprintln!(
+            "generating {} trades / {} prices into {} ...",
+            w.trades,
+            3 * w.trades,
+            data.display()
+        );
         generate(&data, w)?;
     }
-    let selected: Vec<_> = QUERIES.iter().filter(|(name, ..)| run.queries.iter().any(|q| q == name)).collect();
+    let selected: Vec<_> = QUERIES
+        .iter()
+        .filter(|(name, ..)| run.queries.iter().any(|q| q == name))
+        .collect();
     let mut results: Vec<Measurement> = vec![];
     let fast = format!("tsjoin fast path, {threads} threads");
     let configs: Vec<(&str, String, usize, Vec<(&str, &str)>)> = vec![
         ("fast", fast.clone(), threads, vec![]),
         ("single", "tsjoin fast path, 1 thread".into(), 1, vec![]),
-        ("scalar", format!("tsjoin scalar kernels, {threads} threads"), threads, vec![("tsjoin.window_join_simd", "false")]),
-        ("general", format!("tsjoin general path, {threads} threads"), threads, vec![("tsjoin.window_join_fast_path", "false")]),
+        (
+            "scalar",
+            format!("tsjoin scalar kernels, {threads} threads"),
+            threads,
+            vec![("tsjoin.window_join_simd", "false")],
+        ),
+        (
+            "general",
+            format!("tsjoin general path, {threads} threads"),
+            threads,
+            vec![("tsjoin.window_join_fast_path", "false")],
+        ),
     ];
-    for (_, name, t, settings) in configs.iter().filter(|c| run.setups.iter().any(|s| s == c.0)) {
+    for (_, name, t, settings) in configs
+        .iter()
+        .filter(|c| run.setups.iter().any(|s| s == c.0))
+    {
         let ctx = session(&data, *t, true, settings).await?;
         for (q, _, sql) in &selected {
             eprintln!("{name}: {q}");
@@ -230,12 +291,39 @@ async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
         }
     }
     let ctx = session(&data, threads, true, &[]).await?;
-    results.push(measure(&ctx, "scan of the same columns (tsjoin)", "scan", &SCAN, runs).await?);
+    results.push(
+        measure(
+            &ctx,
+            "scan of the same columns (tsjoin)",
+            "scan",
+            &SCAN,
+            runs,
+        )
+        .await?,
+    );
     if !run.no_datafusion && run.queries.iter().any(|q| q == "q1") {
         let ctx = session(&data, threads, false, &[]).await?;
         eprintln!("DataFusion rewrites: q1");
-        results.push(measure(&ctx, "DataFusion window over UNION ALL", "q1", &[DF_WINDOW_Q1], peer_runs).await?);
-        results.push(measure(&ctx, "DataFusion bucketed equi-join", "q1", &[DF_BUCKETED_Q1], peer_runs).await?);
+        results.push(
+            measure(
+                &ctx,
+                "DataFusion window over UNION ALL",
+                "q1",
+                &[DF_WINDOW_Q1],
+                peer_runs,
+            )
+            .await?,
+        );
+        results.push(
+            measure(
+                &ctx,
+                "DataFusion bucketed equi-join",
+                "q1",
+                &[DF_BUCKETED_Q1],
+                peer_runs,
+            )
+            .await?,
+        );
     }
     let mut notes = vec![];
     if !run.no_peers {
@@ -243,7 +331,15 @@ async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
         results.extend(ms);
         notes.extend(n);
     }
-    report(w, threads, (runs, peer_runs), &fast, &results, &notes, &run.out)
+    report(
+        w,
+        threads,
+        (runs, peer_runs),
+        &fast,
+        &results,
+        &notes,
+        &run.out,
+    )
 }
 
 fn report(
@@ -255,8 +351,11 @@ fn report(
     notes: &[String],
     out: &Path,
 ) -> Result<()> {
-    let reference: BTreeMap<&str, &Measurement> =
-        results.iter().filter(|m| m.engine == fast).map(|m| (m.query.as_str(), m)).collect();
+    let reference: BTreeMap<&str, &Measurement> = results
+        .iter()
+        .filter(|m| m.engine == fast)
+        .map(|m| (m.query.as_str(), m))
+        .collect();
     let agrees = |m: &Measurement| -> Option<bool> {
         let a = m.answer.as_ref()?;
         Some(reference.get(m.query.as_str())?.answer.as_ref()? == a)
@@ -268,7 +367,9 @@ fn report(
         }
     }
     let queries = ["q1", "q2", "q3", "q4", "scan"];
-    let cell = |engine: &str, q: &str| results.iter().find(|m| m.engine == engine && m.query == q);
+    let cell = |engine: &str, q: &str| {
+        results.iter().find(|m| m.engine == engine && m.query == q)
+    };
     let mut md = format!(
         "WINDOW JOIN benchmark: {} trades, {} prices ({} symbols, Zipf s={}, reference density), {threads} threads, best of {runs} runs (DataFusion rewrites and other engines: best of {peer_runs}).\n\n\
          | engine | q1 | q2 | q3 | q4 | scan | q1 vs tsjoin fast | answers agree |\n|---|---|---|---|---|---|---|---|\n",
@@ -290,8 +391,18 @@ fn report(
             (Some(m), Some(f)) => format!(" {:.1}x |", m.best() / f),
             _ => " – |".into(),
         };
-        let checks: Vec<bool> = results.iter().filter(|m| m.engine == *e).filter_map(agrees).collect();
-        row += if checks.is_empty() { " – |" } else if checks.iter().all(|&c| c) { " yes |" } else { " **NO** |" };
+        let checks: Vec<bool> = results
+            .iter()
+            .filter(|m| m.engine == *e)
+            .filter_map(agrees)
+            .collect();
+        row += if checks.is_empty() {
+            " – |"
+        } else if checks.iter().all(|&c| c) {
+            " yes |"
+        } else {
+            " **NO** |"
+        };
         md += &row;
         md += "\n";
     }
@@ -299,17 +410,37 @@ fn report(
     md += "\n";
     let peers_q1 = results
         .iter()
-        .filter(|m| m.query == "q1" && !m.engine.starts_with("tsjoin") && !m.times.is_empty())
+        .filter(|m| {
+            m.query == "q1" && !m.engine.starts_with("tsjoin") && !m.times.is_empty()
+        })
         .min_by(|a, b| a.best().total_cmp(&b.best()));
     if let (Some(p), Some(f)) = (peers_q1, fast_q1) {
-        md += &format!("- q1: tsjoin fast is **{:.1}x** faster than the fastest other engine ({}, {:.3} s).\n", p.best() / f, p.engine, p.best());
+        md += &format!(
+            "- q1: tsjoin fast is **{:.1}x** faster than the fastest other engine ({}, {:.3} s).\n",
+            p.best() / f,
+            p.engine,
+            p.best()
+        );
     }
-    let df_q1 = results.iter().filter(|m| m.query == "q1" && m.engine.starts_with("DataFusion")).min_by(|a, b| a.best().total_cmp(&b.best()));
+    let df_q1 = results
+        .iter()
+        .filter(|m| m.query == "q1" && m.engine.starts_with("DataFusion"))
+        .min_by(|a, b| a.best().total_cmp(&b.best()));
     if let (Some(p), Some(f)) = (df_q1, fast_q1) {
-        md += &format!("- q1: **{:.1}x** faster than DataFusion's best rewrite ({}).\n", p.best() / f, p.engine);
+        md += &format!(
+            "- q1: **{:.1}x** faster than DataFusion's best rewrite ({}).\n",
+            p.best() / f,
+            p.engine
+        );
     }
-    if let (Some(s), Some(f)) = (cell("scan of the same columns (tsjoin)", "scan"), fast_q1) {
-        md += &format!("- q1 end to end is **{:.2}x** the time of scanning the same columns ({:.3} s).\n", f / s.best(), s.best());
+    if let (Some(s), Some(f)) =
+        (cell("scan of the same columns (tsjoin)", "scan"), fast_q1)
+    {
+        md += &format!(
+            "- q1 end to end is **{:.2}x** the time of scanning the same columns ({:.3} s).\n",
+            f / s.best(),
+            s.best()
+        );
     }
     if let Some(m) = cell("tsjoin fast path, 1 thread", "q1")
         && let Some(join) = m.extra["join_compute_s"].as_f64()
@@ -322,9 +453,18 @@ fn report(
             m.extra["build_s"].as_f64().unwrap_or(f64::NAN)
         );
     }
-    for m in results.iter().filter(|m| m.query == "q1" && m.engine.starts_with("tsjoin")) {
-        if let (Some(b), Some(j)) = (m.extra["build_s"].as_f64(), m.extra["join_compute_s"].as_f64()) {
-            md += &format!("- {}: q1 right-index build {b:.3} s (wall), join phase {j:.3} s (CPU, summed over threads).\n", m.engine);
+    for m in results
+        .iter()
+        .filter(|m| m.query == "q1" && m.engine.starts_with("tsjoin"))
+    {
+        if let (Some(b), Some(j)) = (
+            m.extra["build_s"].as_f64(),
+            m.extra["join_compute_s"].as_f64(),
+        ) {
+            md += &format!(
+                "- {}: q1 right-index build {b:.3} s (wall), join phase {j:.3} s (CPU, summed over threads).\n",
+                m.engine
+            );
         }
     }
     for n in notes {
@@ -333,7 +473,15 @@ fn report(
     let mismatches: Vec<String> = results
         .iter()
         .filter(|m| agrees(m) == Some(false))
-        .map(|m| format!("{} {}: got {:?}, tsjoin {:?}", m.engine, m.query, m.answer, reference[m.query.as_str()].answer))
+        .map(|m| {
+            format!(
+                "{} {}: got {:?}, tsjoin {:?}",
+                m.engine,
+                m.query,
+                m.answer,
+                reference[m.query.as_str()].answer
+            )
+        })
         .collect();
     for m in &mismatches {
         md += &format!("- MISMATCH {m}\n");
@@ -353,7 +501,10 @@ fn report(
     });
     write_report(out, &format!("trades-{}", w.trades), &json, &md)?;
     if !mismatches.is_empty() {
-        return Err(DataFusionError::Execution(format!("{} answers differ from tsjoin's", mismatches.len())));
+        return Err(DataFusionError::Execution(format!(
+            "{} answers differ from tsjoin's",
+            mismatches.len()
+        )));
     }
     Ok(())
 }
@@ -366,10 +517,16 @@ struct CellResult {
 }
 
 async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let cells: Vec<groupby::Cell> = groupby::cells(&args.grid_rows, &args.q1_rows)
         .into_iter()
-        .filter(|c| args.only.as_ref().is_none_or(|o| c.label.contains(o.as_str())))
+        .filter(|c| {
+            args.only
+                .as_ref()
+                .is_none_or(|o| c.label.contains(o.as_str()))
+        })
         .collect();
     for c in &cells {
         groupby::ensure_data(&args.data, c, args.seed)?;
@@ -378,10 +535,12 @@ async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
     for cell in &cells {
         eprintln!("groupby: {}", cell.label);
         let dir = groupby::data_dir(&args.data, cell);
-        let inline = groupby::session(&dir, cell.table, threads, true, &cell.settings).await?;
+        let inline =
+            groupby::session(&dir, cell.table, threads, true, &cell.settings).await?;
         let builtin = groupby::session(&dir, cell.table, threads, false, &[]).await?;
         let inline_used = groupby::runs_inline(&inline, cell).await?;
-        let (mut ti, mut td, mut di, mut dd) = (vec![], vec![], String::new(), String::new());
+        let (mut ti, mut td, mut di, mut dd) =
+            (vec![], vec![], String::new(), String::new());
         // Alternating, so that noise spreads over both.
         for _ in 0..args.runs.max(1) {
             let (t, d) = groupby::measure(&inline, cell, 1).await?;
@@ -396,7 +555,11 @@ async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
             inline_used,
             engines: vec![
                 ("tsjoin inline".to_string(), ti, di),
-                (format!("DataFusion {}", datafusion::DATAFUSION_VERSION), td, dd),
+                (
+                    format!("DataFusion {}", datafusion::DATAFUSION_VERSION),
+                    td,
+                    dd,
+                ),
             ],
         });
     }
@@ -409,12 +572,18 @@ async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
                        "keys": c.keys, "aggs": c.aggs, "sql": c.sql})
             })
             .collect();
-        let spec_path = std::env::temp_dir().join(format!("tsjoin-groupby-{}.json", std::process::id()));
+        let spec_path = std::env::temp_dir()
+            .join(format!("tsjoin-groupby-{}.json", std::process::id()));
         std::fs::write(&spec_path, Value::Array(spec).to_string())?;
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/groupby.py");
         let output = std::process::Command::new("python3")
             .arg(&script)
-            .args(["--cells", spec_path.to_str().unwrap_or("."), "--threads", &threads.to_string()])
+            .args([
+                "--cells",
+                spec_path.to_str().unwrap_or("."),
+                "--threads",
+                &threads.to_string(),
+            ])
             .args(["--runs", &args.runs.to_string()])
             .stderr(std::process::Stdio::inherit())
             .output();
@@ -422,14 +591,23 @@ async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
             Err(e) => notes.push(format!("python3 not available: {e}")),
             Ok(o) => {
                 for line in String::from_utf8_lossy(&o.stdout).lines() {
-                    let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+                    let Ok(v) = serde_json::from_str::<Value>(line) else {
+                        continue;
+                    };
                     if let Some(n) = v["note"].as_str() {
                         notes.push(n.to_string());
                     } else if let Some(i) = v["cell"].as_u64()
                         && let Some(r) = results.get_mut(i as usize)
                     {
-                        let times = v["times"].as_array().map(|a| a.iter().filter_map(Value::as_f64).collect()).unwrap_or_default();
-                        r.engines.push((v["engine"].as_str().unwrap_or("?").to_string(), times, v["checksum"].as_str().unwrap_or("").to_string()));
+                        let times = v["times"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                            .unwrap_or_default();
+                        r.engines.push((
+                            v["engine"].as_str().unwrap_or("?").to_string(),
+                            times,
+                            v["checksum"].as_str().unwrap_or("").to_string(),
+                        ));
                     }
                 }
             }
@@ -439,7 +617,13 @@ async fn groupby_bench(args: GroupbyArgs) -> Result<()> {
     groupby_report(&results, threads, args.runs, &notes, &args.out)
 }
 
-fn groupby_report(results: &[CellResult], threads: usize, runs: usize, notes: &[String], out: &Path) -> Result<()> {
+fn groupby_report(
+    results: &[CellResult],
+    threads: usize,
+    runs: usize,
+    notes: &[String],
+    out: &Path,
+) -> Result<()> {
     let best = |t: &[f64]| t.iter().copied().fold(f64::INFINITY, f64::min);
     let mut engines: Vec<String> = vec![];
     for r in results {
@@ -457,7 +641,15 @@ fn groupby_report(results: &[CellResult], threads: usize, runs: usize, notes: &[
     let mut mismatches = vec![];
     for r in results {
         let inline = best(&r.engines[0].1);
-        let mut row = format!("| {}{} |", r.cell.label, if r.inline_used { "" } else { " (inline not used)" });
+        let mut row = format!(
+            "| {}{} |",
+            r.cell.label,
+            if r.inline_used {
+                ""
+            } else {
+                " (inline not used)"
+            }
+        );
         for e in &engines {
             row += &match r.engines.iter().find(|(n, ..)| n == e) {
                 Some((_, t, _)) => format!(" {:.3} |", best(t)),
@@ -472,7 +664,11 @@ fn groupby_report(results: &[CellResult], threads: usize, runs: usize, notes: &[
         };
         let agree = r.engines.iter().all(|(_, _, d)| *d == r.engines[0].2);
         if !agree {
-            mismatches.push(format!("{}: {:?}", r.cell.label, r.engines.iter().map(|(e, _, d)| (e, d)).collect::<Vec<_>>()));
+            mismatches.push(format!(
+                "{}: {:?}",
+                r.cell.label,
+                r.engines.iter().map(|(e, _, d)| (e, d)).collect::<Vec<_>>()
+            ));
         }
         row += if agree { " yes |\n" } else { " **NO** |\n" };
         md += &row;
@@ -497,7 +693,10 @@ fn groupby_report(results: &[CellResult], threads: usize, runs: usize, notes: &[
     });
     write_report(out, "groupby", &json, &md)?;
     if !mismatches.is_empty() {
-        return Err(DataFusionError::Execution(format!("{} answers differ", mismatches.len())));
+        return Err(DataFusionError::Execution(format!(
+            "{} answers differ",
+            mismatches.len()
+        )));
     }
     Ok(())
 }
@@ -508,12 +707,20 @@ async fn main() {
     // tsjoin-cli does (see there).
     unsafe {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-        libmimalloc_sys::mi_reserve_os_memory_ex(4 << 30, false, true, false, std::ptr::null_mut());
+        libmimalloc_sys::mi_reserve_os_memory_ex(
+            4 << 30,
+            false,
+            true,
+            false,
+            std::ptr::null_mut(),
+        );
     }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate { data } => generate(&data.dir(), data.workload()),
-        Command::WindowJoin { data, run } => window_join(data.workload(), data.dir(), run).await,
+        Command::WindowJoin { data, run } => {
+            window_join(data.workload(), data.dir(), run).await
+        }
         Command::WindowJoinScaling(args) => scaling_cmd::run(args).await,
         Command::Groupby(args) => groupby_bench(args).await,
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),

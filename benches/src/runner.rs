@@ -110,7 +110,11 @@ pub fn normalise(batches: &[RecordBatch]) -> Vec<String> {
     let opts = FormatOptions::default();
     let mut out = vec![];
     for b in batches {
-        let fmts: Vec<_> = b.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap()).collect();
+        let fmts: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts).unwrap())
+            .collect();
         for r in 0..b.num_rows() {
             let cells: Vec<String> = b
                 .columns()
@@ -134,15 +138,29 @@ pub fn normalise(batches: &[RecordBatch]) -> Vec<String> {
 }
 
 /// A session over the benchmark tables: tsjoin's or plain DataFusion's.
-pub async fn session(data: &Path, threads: usize, tsjoin: bool, settings: &[(&str, &str)]) -> Result<SessionContext> {
+pub async fn session(
+    data: &Path,
+    threads: usize,
+    tsjoin: bool,
+    settings: &[(&str, &str)],
+) -> Result<SessionContext> {
     let config = SessionConfig::new().with_target_partitions(threads);
-    let ctx = if tsjoin { datafusion_tsjoin::tsjoin_context(config) } else { SessionContext::new_with_config(config) };
+    let ctx = if tsjoin {
+        datafusion_tsjoin::tsjoin_context(config)
+    } else {
+        SessionContext::new_with_config(config)
+    };
     for (name, value) in settings {
         ctx.tsjoin_sql(&format!("SET {name} = {value}")).await?;
     }
     for table in ["trades", "prices"] {
         let dir = data.join(table);
-        ctx.register_parquet(table, dir.to_str().expect("utf-8 path"), ParquetReadOptions::default()).await?;
+        ctx.register_parquet(
+            table,
+            dir.to_str().expect("utf-8 path"),
+            ParquetReadOptions::default(),
+        )
+        .await?;
     }
     Ok(ctx)
 }
@@ -156,7 +174,13 @@ fn find_window_join(plan: &Arc<dyn ExecutionPlan>) -> Option<&WindowJoinExec> {
 
 /// Runs `sql` `runs` times; for tsjoin plans also records the WINDOW JOIN's
 /// build and join (probe + aggregate, summed over tasks) times of the best run.
-pub async fn measure(ctx: &SessionContext, engine: &str, query: &str, sqls: &[&str], runs: usize) -> Result<Measurement> {
+pub async fn measure(
+    ctx: &SessionContext,
+    engine: &str,
+    query: &str,
+    sqls: &[&str],
+    runs: usize,
+) -> Result<Measurement> {
     let mut times = vec![];
     let mut answer = None;
     let mut extra = json!({});
@@ -171,7 +195,8 @@ pub async fn measure(ctx: &SessionContext, engine: &str, query: &str, sqls: &[&s
             if let Some(w) = find_window_join(&plan)
                 && let Some(m) = w.metrics()
             {
-                let secs = |name: &str| m.sum_by_name(name).map(|v| v.as_usize() as f64 / 1e9);
+                let secs =
+                    |name: &str| m.sum_by_name(name).map(|v| v.as_usize() as f64 / 1e9);
                 run_extra = json!({
                     "join_compute_s": m.elapsed_compute().map(|ns| ns as f64 / 1e9),
                     "build_s": secs("build_time"),
@@ -188,5 +213,11 @@ pub async fn measure(ctx: &SessionContext, engine: &str, query: &str, sqls: &[&s
         }
         answer = Some(normalise(&batches));
     }
-    Ok(Measurement { engine: engine.into(), query: query.into(), times, answer, extra })
+    Ok(Measurement {
+        engine: engine.into(),
+        query: query.into(),
+        times,
+        answer,
+        extra,
+    })
 }

@@ -56,7 +56,10 @@ impl Row {
 
 /// Registers `trades` and `prices` again as in-memory tables of `threads`
 /// partitions, read once from the Parquet tables of `ctx`.
-async fn in_memory(ctx: &datafusion::prelude::SessionContext, threads: usize) -> Result<()> {
+async fn in_memory(
+    ctx: &datafusion::prelude::SessionContext,
+    threads: usize,
+) -> Result<()> {
     for table in ["trades", "prices"] {
         let df = ctx.table(table).await?;
         let schema = Arc::new(df.schema().as_arrow().clone());
@@ -77,7 +80,12 @@ async fn in_memory(ctx: &datafusion::prelude::SessionContext, threads: usize) ->
 pub async fn run(args: ScalingArgs) -> Result<()> {
     let (w, data): (Workload, PathBuf) = (args.data.workload(), args.data.dir());
     if !is_generated(&data, w) {
-        eprintln!("generating {} trades / {} prices into {} ...", w.trades, 3 * w.trades, data.display());
+        eprintln!(
+            "generating {} trades / {} prices into {} ...",
+            w.trades,
+            3 * w.trades,
+            data.display()
+        );
         generate(&data, w)?;
     }
     let q1 = QUERIES[0].2;
@@ -85,7 +93,14 @@ pub async fn run(args: ScalingArgs) -> Result<()> {
     // The first query of a process pays the allocator's first faults; one
     // untimed run at the most threads keeps that out of every row.
     let most = args.threads.iter().copied().max().unwrap_or(1);
-    measure(&session(&data, most, true, &[]).await?, "warm-up", "q1", &[q1], 1).await?;
+    measure(
+        &session(&data, most, true, &[]).await?,
+        "warm-up",
+        "q1",
+        &[q1],
+        1,
+    )
+    .await?;
     let mut rows = vec![];
     for &threads in &args.threads {
         eprintln!("scaling: {threads} threads");
@@ -94,13 +109,20 @@ pub async fn run(args: ScalingArgs) -> Result<()> {
         let scan = measure(&ctx, "scan", "scan", &SCAN, runs).await?;
         in_memory(&ctx, threads).await?;
         let memory = measure(&ctx, "memory", "q1", &[q1], runs).await?;
-        rows.push(Row { threads, parquet, memory, scan });
+        rows.push(Row {
+            threads,
+            parquet,
+            memory,
+            scan,
+        });
     }
     report(w, &rows, runs, &args.out, &data)
 }
 
 fn report(w: Workload, rows: &[Row], runs: usize, out: &Path, data: &Path) -> Result<()> {
-    let Some(base) = rows.first() else { return Ok(()) };
+    let Some(base) = rows.first() else {
+        return Ok(());
+    };
     let machine = super::machine();
     let mut md = format!(
         "WINDOW JOIN q1 scaling: {} trades, {} prices, fast path, best of {runs} runs, {} ({} cores). \
@@ -115,7 +137,8 @@ fn report(w: Workload, rows: &[Row], runs: usize, out: &Path, data: &Path) -> Re
     );
     let mut mismatches = vec![];
     for r in rows {
-        let agrees = r.parquet.answer == base.parquet.answer && r.memory.answer == base.parquet.answer;
+        let agrees = r.parquet.answer == base.parquet.answer
+            && r.memory.answer == base.parquet.answer;
         if !agrees {
             mismatches.push(r.threads);
         }
@@ -131,7 +154,10 @@ fn report(w: Workload, rows: &[Row], runs: usize, out: &Path, data: &Path) -> Re
             if agrees { "yes" } else { "**NO**" },
         );
     }
-    md += &format!("\nData: `{}`. In memory: the same rows in a MemTable of one partition per thread; index build is the operator's `build_time` (wall), probe + aggregate is the rest of the in-memory query.\n", data.display());
+    md += &format!(
+        "\nData: `{}`. In memory: the same rows in a MemTable of one partition per thread; index build is the operator's `build_time` (wall), probe + aggregate is the rest of the in-memory query.\n",
+        data.display()
+    );
     let json = json!({
         "benchmark": "window_join_scaling",
         "machine": machine,
@@ -144,7 +170,9 @@ fn report(w: Workload, rows: &[Row], runs: usize, out: &Path, data: &Path) -> Re
     });
     super::write_report(out, &format!("scaling-{}", w.trades), &json, &md)?;
     if !mismatches.is_empty() {
-        return Err(DataFusionError::Execution(format!("answers differ from the first row's at {mismatches:?} threads")));
+        return Err(DataFusionError::Execution(format!(
+            "answers differ from the first row's at {mismatches:?} threads"
+        )));
     }
     Ok(())
 }

@@ -9,28 +9,30 @@
 //! let (_l, _p) = (TsJoinLogicalCodec, TsJoinPhysicalCodec);
 //! ```
 
-use crate::window_join::{
-    AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, WindowAgg, WindowAggKind, WindowJoinExec,
-    WindowJoinNode, WindowJoinSettings, WindowJoinSpec, timestamp_unit,
-};
 use crate::groupby::{AggFn, InlineAgg, InlineAggregateExec};
+use crate::window_join::{
+    AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, WindowAgg, WindowAggKind,
+    WindowJoinExec, WindowJoinNode, WindowJoinSettings, WindowJoinSpec, timestamp_unit,
+};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::{Partitioning, PlanProperties};
 use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::registry::FunctionRegistry;
 use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCore};
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+use datafusion::physical_plan::{Partitioning, PlanProperties};
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::logical_plan::from_proto::parse_expr;
 use datafusion_proto::logical_plan::to_proto::serialize_expr;
 use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
-use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use datafusion_proto::physical_plan::{
+    PhysicalExtensionCodec, PhysicalProtoConverterExtension,
+};
 use datafusion_proto::protobuf::{self, LogicalExprNode, PhysicalExprNode};
 use prost::Message;
 use std::sync::Arc;
@@ -158,13 +160,22 @@ fn tagged(buf: &[u8]) -> Result<&[u8]> {
 }
 
 fn bound_strings(b: [(BoundUnit, Direction); 2]) -> Vec<String> {
-    b.iter().flat_map(|(u, d)| [u.as_str().to_string(), d.as_str().to_string()]).collect()
+    b.iter()
+        .flat_map(|(u, d)| [u.as_str().to_string(), d.as_str().to_string()])
+        .collect()
 }
 
 fn parse_bounds(v: &[String]) -> Result<[(BoundUnit, Direction); 2]> {
     let one = |u: &String, d: &String| -> Result<(BoundUnit, Direction)> {
-        let unit = if u == "raw" { Some(BoundUnit::Raw) } else { BoundUnit::parse(u) };
-        Ok((unit.ok_or_else(|| decode_err("bound unit"))?, Direction::parse(d).ok_or_else(|| decode_err("bound"))?))
+        let unit = if u == "raw" {
+            Some(BoundUnit::Raw)
+        } else {
+            BoundUnit::parse(u)
+        };
+        Ok((
+            unit.ok_or_else(|| decode_err("bound unit"))?,
+            Direction::parse(d).ok_or_else(|| decode_err("bound"))?,
+        ))
     };
     if v.len() != 4 {
         return Err(decode_err("bounds"));
@@ -177,9 +188,19 @@ fn parse_bounds(v: &[String]) -> Result<[(BoundUnit, Direction); 2]> {
 pub struct TsJoinLogicalCodec;
 
 impl LogicalExtensionCodec for TsJoinLogicalCodec {
-    fn try_decode(&self, buf: &[u8], inputs: &[LogicalPlan], ctx: &TaskContext) -> Result<Extension> {
-        let msg = WindowJoinNodeProto::decode(tagged(buf)?).map_err(|e| DataFusionError::Internal(e.to_string()))?;
-        let exprs = msg.exprs.iter().map(|e| Ok(parse_expr(e, ctx, self)?)).collect::<Result<Vec<_>>>()?;
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[LogicalPlan],
+        ctx: &TaskContext,
+    ) -> Result<Extension> {
+        let msg = WindowJoinNodeProto::decode(tagged(buf)?)
+            .map_err(|e| DataFusionError::Internal(e.to_string()))?;
+        let exprs = msg
+            .exprs
+            .iter()
+            .map(|e| Ok(parse_expr(e, ctx, self)?))
+            .collect::<Result<Vec<_>>>()?;
         let [lo, hi] = parse_bounds(&msg.bounds)?;
         let node = WindowJoinNode::try_from_exprs(
             inputs.to_vec(),
@@ -191,7 +212,9 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
             Prevailing::parse(&msg.prevailing).ok_or_else(|| decode_err("prevailing"))?,
             msg.agg_names,
         )?;
-        Ok(Extension { node: Arc::new(node) })
+        Ok(Extension {
+            node: Arc::new(node),
+        })
     }
 
     fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
@@ -199,15 +222,23 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
             return internal_err!("tsjoin codec cannot encode {}", node.node.name());
         };
         let msg = WindowJoinNodeProto {
-            exprs: n.expressions().iter().map(|e| Ok(serialize_expr(e, self)?)).collect::<Result<_>>()?,
+            exprs: n
+                .expressions()
+                .iter()
+                .map(|e| Ok(serialize_expr(e, self)?))
+                .collect::<Result<_>>()?,
             keys: n.on.len() as u32,
             has_filter: n.filter.is_some(),
-            bounds: bound_strings([(n.lo.unit, n.lo.direction), (n.hi.unit, n.hi.direction)]),
+            bounds: bound_strings([
+                (n.lo.unit, n.lo.direction),
+                (n.hi.unit, n.hi.direction),
+            ]),
             prevailing: n.prevailing.as_str().into(),
             agg_names: n.agg_names.clone(),
         };
         buf.push(WINDOW_JOIN_TAG);
-        msg.encode(buf).map_err(|e| DataFusionError::Internal(e.to_string()))
+        msg.encode(buf)
+            .map_err(|e| DataFusionError::Internal(e.to_string()))
     }
 
     fn try_decode_table_provider(
@@ -239,20 +270,38 @@ impl TsJoinPhysicalCodec {
         serialize_physical_expr(e, self)
     }
 
-    fn de(&self, e: &Option<PhysicalExprNode>, ctx: &TaskContext, schema: &Schema) -> Result<Arc<dyn PhysicalExpr>> {
+    fn de(
+        &self,
+        e: &Option<PhysicalExprNode>,
+        ctx: &TaskContext,
+        schema: &Schema,
+    ) -> Result<Arc<dyn PhysicalExpr>> {
         let e = e.as_ref().ok_or_else(|| decode_err("expression"))?;
         parse_physical_expr(e, ctx, schema, self)
     }
 }
 
 impl TsJoinPhysicalCodec {
-    fn encode_inline_aggregate(&self, exec: &InlineAggregateExec, buf: &mut Vec<u8>) -> Result<()> {
+    fn encode_inline_aggregate(
+        &self,
+        exec: &InlineAggregateExec,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
         let partitioning = exec.properties().output_partitioning();
         let msg = InlineAggregateProto {
-            group_exprs: exec.group_exprs.iter().map(|(e, _)| self.ser(e)).collect::<Result<_>>()?,
+            group_exprs: exec
+                .group_exprs
+                .iter()
+                .map(|(e, _)| self.ser(e))
+                .collect::<Result<_>>()?,
             schema: Some(exec.schema.as_ref().try_into().map_err(proto_err)?),
             funs: exec.aggs.iter().map(|a| a.fun.name().to_string()).collect(),
-            args: exec.aggs.iter().filter_map(|a| a.arg.as_ref()).map(|e| self.ser(e)).collect::<Result<_>>()?,
+            args: exec
+                .aggs
+                .iter()
+                .filter_map(|a| a.arg.as_ref())
+                .map(|e| self.ser(e))
+                .collect::<Result<_>>()?,
             has_arg: exec.aggs.iter().map(|a| a.arg.is_some()).collect(),
             partitions: partitioning.partition_count() as u64,
             hashed: matches!(partitioning, Partitioning::Hash(..)),
@@ -272,32 +321,62 @@ impl TsJoinPhysicalCodec {
             return internal_err!("InlineAggregateExec needs one input");
         };
         let in_schema = input.schema();
-        let schema: Schema = msg.schema.as_ref().ok_or_else(|| decode_err("schema"))?.try_into().map_err(proto_err)?;
+        let schema: Schema = msg
+            .schema
+            .as_ref()
+            .ok_or_else(|| decode_err("schema"))?
+            .try_into()
+            .map_err(proto_err)?;
         let schema = Arc::new(schema);
         let keys = msg.group_exprs.len();
-        if schema.fields().len() != keys + msg.funs.len() || msg.has_arg.len() != msg.funs.len() {
+        if schema.fields().len() != keys + msg.funs.len()
+            || msg.has_arg.len() != msg.funs.len()
+        {
             return Err(decode_err("inline aggregate"));
         }
         let group_exprs = msg
             .group_exprs
             .iter()
             .zip(schema.fields())
-            .map(|(e, f)| Ok((parse_physical_expr(e, ctx, &in_schema, self)?, f.name().clone())))
+            .map(|(e, f)| {
+                Ok((
+                    parse_physical_expr(e, ctx, &in_schema, self)?,
+                    f.name().clone(),
+                ))
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut args = msg.args.iter();
         let mut aggs = vec![];
-        for ((fun, &has_arg), field) in msg.funs.iter().zip(&msg.has_arg).zip(schema.fields().iter().skip(keys)) {
-            let fun = AggFn::from_encoded(fun).ok_or_else(|| decode_err("aggregate function"))?;
+        for ((fun, &has_arg), field) in msg
+            .funs
+            .iter()
+            .zip(&msg.has_arg)
+            .zip(schema.fields().iter().skip(keys))
+        {
+            let fun = AggFn::from_encoded(fun)
+                .ok_or_else(|| decode_err("aggregate function"))?;
             let arg = if has_arg {
-                Some(parse_physical_expr(args.next().ok_or_else(|| decode_err("argument"))?, ctx, &in_schema, self)?)
+                Some(parse_physical_expr(
+                    args.next().ok_or_else(|| decode_err("argument"))?,
+                    ctx,
+                    &in_schema,
+                    self,
+                )?)
             } else {
                 None
             };
-            aggs.push(InlineAgg { fun, arg, field: Arc::clone(field) });
+            aggs.push(InlineAgg {
+                fun,
+                arg,
+                field: Arc::clone(field),
+            });
         }
         let n = msg.partitions.max(1) as usize;
         let partitioning = if msg.hashed {
-            let cols = (0..keys).map(|i| Ok(Arc::new(Column::new(schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>));
+            let cols = (0..keys).map(|i| {
+                Ok(Arc::new(Column::new(schema.field(i).name(), i))
+                    as Arc<dyn PhysicalExpr>)
+            });
             Partitioning::Hash(cols.collect::<Result<_>>()?, n)
         } else {
             Partitioning::UnknownPartitioning(n)
@@ -308,7 +387,12 @@ impl TsJoinPhysicalCodec {
             EmissionType::Final,
             Boundedness::Bounded,
         );
-        Ok(Arc::new(InlineAggregateExec::try_new(Arc::clone(input), group_exprs, aggs, Arc::new(properties))?))
+        Ok(Arc::new(InlineAggregateExec::try_new(
+            Arc::clone(input),
+            group_exprs,
+            aggs,
+            Arc::new(properties),
+        )?))
     }
 }
 
@@ -323,25 +407,41 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&INLINE_AGGREGATE_TAG, rest)) = buf.split_first() {
             return self.decode_inline_aggregate(rest, inputs, ctx);
         }
-        let msg = WindowJoinExecProto::decode(tagged(buf)?).map_err(|e| DataFusionError::Internal(e.to_string()))?;
+        let msg = WindowJoinExecProto::decode(tagged(buf)?)
+            .map_err(|e| DataFusionError::Internal(e.to_string()))?;
         let [left, right] = inputs else {
             return internal_err!("WindowJoinExec needs two inputs");
         };
         let (ls, rs) = (left.schema(), right.schema());
-        let pair = Schema::new(ls.fields().iter().chain(rs.fields().iter()).cloned().collect::<Vec<_>>());
+        let pair = Schema::new(
+            ls.fields()
+                .iter()
+                .chain(rs.fields().iter())
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         let side = |pair_input: bool| if pair_input { &pair } else { rs.as_ref() };
-        let many = |v: &[PhysicalExprNode], s: &Schema| -> Result<Vec<Arc<dyn PhysicalExpr>>> {
-            v.iter().map(|e| parse_physical_expr(e, ctx, s, self)).collect()
-        };
-        let opt = |e: &Option<PhysicalExprNode>, s: &Schema| -> Result<Option<Arc<dyn PhysicalExpr>>> {
-            e.as_ref().map(|e| parse_physical_expr(e, ctx, s, self)).transpose()
+        let many =
+            |v: &[PhysicalExprNode], s: &Schema| -> Result<Vec<Arc<dyn PhysicalExpr>>> {
+                v.iter()
+                    .map(|e| parse_physical_expr(e, ctx, s, self))
+                    .collect()
+            };
+        let opt = |e: &Option<PhysicalExprNode>,
+                   s: &Schema|
+         -> Result<Option<Arc<dyn PhysicalExpr>>> {
+            e.as_ref()
+                .map(|e| parse_physical_expr(e, ctx, s, self))
+                .transpose()
         };
         let agg_fields: Schema = msg
             .agg_fields
             .as_ref()
             .ok_or_else(|| decode_err("aggregate fields"))?
             .try_into()
-            .map_err(|e: datafusion_proto::protobuf::FromProtoError| DataFusionError::Internal(e.to_string()))?;
+            .map_err(|e: datafusion_proto::protobuf::FromProtoError| {
+                DataFusionError::Internal(e.to_string())
+            })?;
         if agg_fields.fields().len() != msg.aggs.len() {
             return Err(decode_err("aggregate fields"));
         }
@@ -371,8 +471,18 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
                 }
                 _ => return Err(decode_err("aggregate kind")),
             };
-            let input = if a.pair { AggInput::Pair } else { AggInput::Right };
-            aggs.push(WindowAgg { kind, input, args, field: Arc::clone(field), display: a.display.clone() });
+            let input = if a.pair {
+                AggInput::Pair
+            } else {
+                AggInput::Right
+            };
+            aggs.push(WindowAgg {
+                kind,
+                input,
+                args,
+                field: Arc::clone(field),
+                display: a.display.clone(),
+            });
         }
         let left_ts = self.de(&msg.left_ts, ctx, &ls)?;
         let right_ts = self.de(&msg.right_ts, ctx, &rs)?;
@@ -384,9 +494,18 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             right_unit: timestamp_unit("right timestamp", &right_ts.data_type(&rs)?)?,
             left_ts,
             right_ts,
-            lo: PhysicalBound { value: self.de(&msg.lo, ctx, &ls)?, unit: lo.0, direction: lo.1 },
-            hi: PhysicalBound { value: self.de(&msg.hi, ctx, &ls)?, unit: hi.0, direction: hi.1 },
-            prevailing: Prevailing::parse(&msg.prevailing).ok_or_else(|| decode_err("prevailing"))?,
+            lo: PhysicalBound {
+                value: self.de(&msg.lo, ctx, &ls)?,
+                unit: lo.0,
+                direction: lo.1,
+            },
+            hi: PhysicalBound {
+                value: self.de(&msg.hi, ctx, &ls)?,
+                unit: hi.0,
+                direction: hi.1,
+            },
+            prevailing: Prevailing::parse(&msg.prevailing)
+                .ok_or_else(|| decode_err("prevailing"))?,
             left_filter: opt(&msg.left_filter, &ls)?,
             right_filter: opt(&msg.right_filter, &rs)?,
             pair_filter: opt(&msg.pair_filter, &pair)?,
@@ -399,9 +518,16 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             sum_prefix_min: msg.sum_prefix_min as usize,
             min_max_table_min: msg
                 .min_max_table_min
-                .map_or(crate::window_join::DEFAULT_MIN_MAX_TABLE_MIN, |v| v as usize),
+                .map_or(crate::window_join::DEFAULT_MIN_MAX_TABLE_MIN, |v| {
+                    v as usize
+                }),
         };
-        let exec = WindowJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec), settings)?;
+        let exec = WindowJoinExec::try_new(
+            Arc::clone(left),
+            Arc::clone(right),
+            Arc::new(spec),
+            settings,
+        )?;
         Ok(Arc::new(exec))
     }
 
@@ -418,23 +544,36 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             return internal_err!("tsjoin codec cannot encode {}", node.name());
         };
         let s = exec.spec();
-        let many = |v: &[Arc<dyn PhysicalExpr>]| -> Result<Vec<PhysicalExprNode>> { v.iter().map(|e| self.ser(e)).collect() };
-        let opt = |e: &Option<Arc<dyn PhysicalExpr>>| e.as_ref().map(|e| self.ser(e)).transpose();
+        let many = |v: &[Arc<dyn PhysicalExpr>]| -> Result<Vec<PhysicalExprNode>> {
+            v.iter().map(|e| self.ser(e)).collect()
+        };
+        let opt = |e: &Option<Arc<dyn PhysicalExpr>>| {
+            e.as_ref().map(|e| self.ser(e)).transpose()
+        };
         let aggs = s
             .aggs
             .iter()
             .map(|a| {
                 let (kind, function, distinct, ignore_nulls) = match &a.kind {
-                    WindowAggKind::CountStar => ("count_star", String::new(), false, false),
+                    WindowAggKind::CountStar => {
+                        ("count_star", String::new(), false, false)
+                    }
                     WindowAggKind::First => ("first", String::new(), false, false),
                     WindowAggKind::Last => ("last", String::new(), false, false),
-                    WindowAggKind::FirstNotNull => ("first_not_null", String::new(), false, false),
-                    WindowAggKind::LastNotNull => ("last_not_null", String::new(), false, false),
+                    WindowAggKind::FirstNotNull => {
+                        ("first_not_null", String::new(), false, false)
+                    }
+                    WindowAggKind::LastNotNull => {
+                        ("last_not_null", String::new(), false, false)
+                    }
                     WindowAggKind::MinFloat => ("min_float", String::new(), false, false),
                     WindowAggKind::MaxFloat => ("max_float", String::new(), false, false),
-                    WindowAggKind::Accumulate(e) => {
-                        ("accumulate", e.fun().name().to_string(), e.is_distinct(), e.ignore_nulls())
-                    }
+                    WindowAggKind::Accumulate(e) => (
+                        "accumulate",
+                        e.fun().name().to_string(),
+                        e.is_distinct(),
+                        e.ignore_nulls(),
+                    ),
                 };
                 Ok(WindowAggProto {
                     kind: kind.into(),
@@ -447,7 +586,12 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let fields = Schema::new(s.aggs.iter().map(|a| Arc::clone(&a.field)).collect::<Vec<_>>());
+        let fields = Schema::new(
+            s.aggs
+                .iter()
+                .map(|a| Arc::clone(&a.field))
+                .collect::<Vec<_>>(),
+        );
         let msg = WindowJoinExecProto {
             left_keys: many(&s.left_keys)?,
             right_keys: many(&s.right_keys)?,
@@ -455,17 +599,20 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             right_ts: Some(self.ser(&s.right_ts)?),
             lo: Some(self.ser(&s.lo.value)?),
             hi: Some(self.ser(&s.hi.value)?),
-            bounds: bound_strings([(s.lo.unit, s.lo.direction), (s.hi.unit, s.hi.direction)]),
+            bounds: bound_strings([
+                (s.lo.unit, s.lo.direction),
+                (s.hi.unit, s.hi.direction),
+            ]),
             prevailing: s.prevailing.as_str().into(),
             left_filter: opt(&s.left_filter)?,
             right_filter: opt(&s.right_filter)?,
             pair_filter: opt(&s.pair_filter)?,
             aggs,
-            agg_fields: Some(
-                (&fields)
-                    .try_into()
-                    .map_err(|e: datafusion_proto::protobuf::ToProtoError| DataFusionError::Internal(e.to_string()))?,
-            ),
+            agg_fields: Some((&fields).try_into().map_err(
+                |e: datafusion_proto::protobuf::ToProtoError| {
+                    DataFusionError::Internal(e.to_string())
+                },
+            )?),
             workers: exec.workers() as u64,
             fast_path_off: !exec.settings().fast_path,
             simd_off: !exec.settings().simd,
@@ -473,6 +620,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             min_max_table_min: Some(exec.settings().min_max_table_min as u64),
         };
         buf.push(WINDOW_JOIN_TAG);
-        msg.encode(buf).map_err(|e| DataFusionError::Internal(e.to_string()))
+        msg.encode(buf)
+            .map_err(|e| DataFusionError::Internal(e.to_string()))
     }
 }

@@ -69,7 +69,10 @@ pub struct TimestampRegistry {
 impl TimestampRegistry {
     /// Records `column` as the designated timestamp of `table`.
     pub fn set(&self, table: &str, column: &str) {
-        self.columns.write().unwrap().insert(table.to_string(), column.to_string());
+        self.columns
+            .write()
+            .unwrap()
+            .insert(table.to_string(), column.to_string());
     }
 
     /// The designated timestamp of `table`, if one was registered.

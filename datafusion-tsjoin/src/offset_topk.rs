@@ -32,18 +32,31 @@ use std::sync::Arc;
 pub struct OffsetTopK;
 
 impl PhysicalOptimizerRule for OffsetTopK {
-    fn optimize(&self, plan: Arc<dyn ExecutionPlan>, _config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         plan.transform_up(|node| {
-            let Some(limit) = node.downcast_ref::<GlobalLimitExec>() else { return Ok(Transformed::no(node)) };
-            let (skip, Some(fetch)) = (limit.skip(), limit.fetch()) else { return Ok(Transformed::no(node)) };
-            let Some(sort) = limit.input().downcast_ref::<SortExec>() else { return Ok(Transformed::no(node)) };
+            let Some(limit) = node.downcast_ref::<GlobalLimitExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let (skip, Some(fetch)) = (limit.skip(), limit.fetch()) else {
+                return Ok(Transformed::no(node));
+            };
+            let Some(sort) = limit.input().downcast_ref::<SortExec>() else {
+                return Ok(Transformed::no(node));
+            };
             // A TopK under an offset must keep the skipped rows as well; one
             // that keeps fewer loses answers, so raising it is always safe.
             if skip == 0 || sort.fetch().is_none_or(|f| f >= skip + fetch) {
                 return Ok(Transformed::no(node));
             }
             let sort = Arc::new(sort.clone().with_fetch(Some(skip + fetch)));
-            Ok(Transformed::yes(Arc::new(GlobalLimitExec::new(sort, skip, Some(fetch))) as Arc<dyn ExecutionPlan>))
+            Ok(Transformed::yes(
+                Arc::new(GlobalLimitExec::new(sort, skip, Some(fetch)))
+                    as Arc<dyn ExecutionPlan>,
+            ))
         })
         .data()
     }

@@ -4,13 +4,13 @@ use crate::config::{TimestampRegistry, TsJoinOptions};
 use crate::functions::first_last_udafs;
 use crate::groupby::InlineAggregateRule;
 use crate::offset_topk::OffsetTopK;
-use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use crate::sql::{WindowJoinRelationPlanner, execute_sql, registry};
 use crate::window_join::{PushDownWindowJoinFilter, TsJoinQueryPlanner};
 use datafusion::common::Result;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionContext;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::SessionConfig;
 use std::future::Future;
 use std::sync::Arc;
@@ -39,7 +39,10 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         let registry = Arc::new(TimestampRegistry::default());
         let mut config = self.config().take().unwrap_or_default();
         if config.options().extensions.get::<TsJoinOptions>().is_none() {
-            config.options_mut().extensions.insert(TsJoinOptions::default());
+            config
+                .options_mut()
+                .extensions
+                .insert(TsJoinOptions::default());
         }
         config = config.with_extension(Arc::clone(&registry));
         *self.config() = Some(config);
@@ -56,9 +59,15 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         // runs right after DataFusion combines those (an appended rule would
         // run after the final sanity check).
         let mut rules = PhysicalOptimizer::new().rules;
-        let at = rules.iter().position(|r| r.name() == "CombinePartialFinalAggregate").map_or(rules.len(), |i| i + 1);
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "CombinePartialFinalAggregate")
+            .map_or(rules.len(), |i| i + 1);
         rules.insert(at, Arc::new(InlineAggregateRule));
-        let at = rules.iter().position(|r| r.name() == "EnsureRequirements").map_or(rules.len(), |i| i + 1);
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "EnsureRequirements")
+            .map_or(rules.len(), |i| i + 1);
         rules.insert(at, Arc::new(OffsetTopK));
         self.with_query_planner(Arc::new(TsJoinQueryPlanner))
             .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))

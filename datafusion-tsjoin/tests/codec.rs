@@ -3,9 +3,9 @@
 use crate::support::{code_rows, context};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
-use std::sync::Arc;
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
+use std::sync::Arc;
 
 async fn tables(ctx: &SessionContext) {
     ctx.tsjoin_sql(
@@ -26,7 +26,9 @@ async fn tables(ctx: &SessionContext) {
 async fn explain_shows_the_operator() {
     let ctx = context(2);
     tables(&ctx).await;
-    ctx.tsjoin_sql("SET tsjoin.window_join_workers = 3").await.unwrap();
+    ctx.tsjoin_sql("SET tsjoin.window_join_workers = 3")
+        .await
+        .unwrap();
     let df = ctx
         .tsjoin_sql(
             "SELECT t.ts, avg(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym \
@@ -44,7 +46,10 @@ async fn explain_shows_the_operator() {
         "path=fast, kernels=",
         "workers=3",
     ] {
-        assert!(text.contains(part.replace("2 seconds", "2 second").as_str()), "missing {part} in\n{text}");
+        assert!(
+            text.contains(part.replace("2 seconds", "2 second").as_str()),
+            "missing {part} in\n{text}"
+        );
     }
 }
 
@@ -57,16 +62,36 @@ async fn settings_choose_the_path() {
     let sql = "SELECT t.ts, avg(p.v), max(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym \
                RANGE BETWEEN 1 second PRECEDING AND 2 seconds FOLLOWING";
     let explain = |ctx: SessionContext| async move {
-        let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+        let plan = ctx
+            .tsjoin_sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
         displayable(plan.as_ref()).indent(true).to_string()
     };
     let best = datafusion_tsjoin::kernels::KernelSet::detect().name();
-    assert!(explain(ctx.clone()).await.contains(&format!("path=fast, kernels={best}")));
-    ctx.tsjoin_sql("SET tsjoin.window_join_simd = false").await.unwrap();
-    assert!(explain(ctx.clone()).await.contains("path=fast, kernels=scalar"));
-    ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = false").await.unwrap();
+    assert!(
+        explain(ctx.clone())
+            .await
+            .contains(&format!("path=fast, kernels={best}"))
+    );
+    ctx.tsjoin_sql("SET tsjoin.window_join_simd = false")
+        .await
+        .unwrap();
+    assert!(
+        explain(ctx.clone())
+            .await
+            .contains("path=fast, kernels=scalar")
+    );
+    ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = false")
+        .await
+        .unwrap();
     assert!(explain(ctx.clone()).await.contains("path=general,"));
-    ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = true").await.unwrap();
+    ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = true")
+        .await
+        .unwrap();
     // Aggregates without a kernel, pair conditions and dynamic bounds take
     // the general path.
     for general in [
@@ -74,7 +99,13 @@ async fn settings_choose_the_path() {
         "SELECT t.ts, sum(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym AND p.v > t.lb RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW",
         "SELECT t.ts, sum(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym RANGE BETWEEN t.lb seconds PRECEDING AND CURRENT ROW",
     ] {
-        let plan = ctx.tsjoin_sql(general).await.unwrap().create_physical_plan().await.unwrap();
+        let plan = ctx
+            .tsjoin_sql(general)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
         let text = displayable(plan.as_ref()).indent(true).to_string();
         assert!(text.contains("path=general"), "{general}\n{text}");
     }
@@ -94,7 +125,9 @@ async fn parquet_tables(ctx: &SessionContext, dir: &std::path::Path) {
              (CAST('2024-01-01T00:01:30' AS TIMESTAMP), 'B', 3.0, 3), (CAST('2024-01-01T00:02:30' AS TIMESTAMP), 'A', NULL, 4), \
              (CAST('2024-01-01T00:03:00' AS TIMESTAMP), 'A', 7.0, 5)) AS v(ts, sym, v, i)) TO '{d}/p.parquet' STORED AS PARQUET"
         ),
-        format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{d}/t.parquet' OPTIONS ('designated_timestamp' 'ts')"),
+        format!(
+            "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{d}/t.parquet' OPTIONS ('designated_timestamp' 'ts')"
+        ),
         format!("CREATE EXTERNAL TABLE p STORED AS PARQUET LOCATION '{d}/p.parquet'"),
     ] {
         ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
@@ -108,43 +141,97 @@ const ROUND_TRIP_SQL: &str = "SELECT t.ts, t.sym, count(*), avg(p.v), min(p.v), 
 
 #[tokio::test]
 async fn physical_plan_round_trips_through_proto() {
-    use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+    use datafusion_proto::bytes::{
+        physical_plan_from_bytes_with_extension_codec,
+        physical_plan_to_bytes_with_extension_codec,
+    };
     use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
     let df = ctx.tsjoin_sql(ROUND_TRIP_SQL).await.unwrap();
     let plan = df.create_physical_plan().await.unwrap();
-    let bytes = physical_plan_to_bytes_with_extension_codec(plan.clone(), &TsJoinPhysicalCodec).unwrap();
-    let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinPhysicalCodec).unwrap();
+    let bytes =
+        physical_plan_to_bytes_with_extension_codec(plan.clone(), &TsJoinPhysicalCodec)
+            .unwrap();
+    let back = physical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &ctx.task_ctx(),
+        &TsJoinPhysicalCodec,
+    )
+    .unwrap();
     // DataFusion's own scan nodes drop a display-only hint in proto form,
     // so compare the WINDOW JOIN lines.
     let join_line = |p: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
         let text = displayable(p.as_ref()).indent(true).to_string();
-        text.lines().find(|l| l.contains("WindowJoinExec")).unwrap().to_string()
+        text.lines()
+            .find(|l| l.contains("WindowJoinExec"))
+            .unwrap()
+            .to_string()
     };
     assert_eq!(join_line(&plan), join_line(&back));
-    let a = datafusion::physical_plan::collect(plan, ctx.task_ctx()).await.unwrap();
-    let b = datafusion::physical_plan::collect(back, ctx.task_ctx()).await.unwrap();
-    let fmt = |x: &[datafusion::arrow::array::RecordBatch]| datafusion::arrow::util::pretty::pretty_format_batches(x).unwrap().to_string();
+    let a = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap();
+    let b = datafusion::physical_plan::collect(back, ctx.task_ctx())
+        .await
+        .unwrap();
+    let fmt = |x: &[datafusion::arrow::array::RecordBatch]| {
+        datafusion::arrow::util::pretty::pretty_format_batches(x)
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(fmt(&a), fmt(&b));
     assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
 }
 
 #[tokio::test]
 async fn logical_plan_round_trips_through_proto() {
-    use datafusion_proto::bytes::{logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec};
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec,
+        logical_plan_to_bytes_with_extension_codec,
+    };
     use datafusion_tsjoin::codec::TsJoinLogicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
-    let plan = ctx.tsjoin_sql(ROUND_TRIP_SQL).await.unwrap().into_optimized_plan().unwrap();
-    let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &TsJoinLogicalCodec).unwrap();
-    let back = logical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinLogicalCodec).unwrap();
-    assert_eq!(plan.display_indent().to_string(), back.display_indent().to_string());
-    let a = ctx.execute_logical_plan(plan).await.unwrap().collect().await.unwrap();
-    let b = ctx.execute_logical_plan(back).await.unwrap().collect().await.unwrap();
-    let fmt = |x: &[datafusion::arrow::array::RecordBatch]| datafusion::arrow::util::pretty::pretty_format_batches(x).unwrap().to_string();
+    let plan = ctx
+        .tsjoin_sql(ROUND_TRIP_SQL)
+        .await
+        .unwrap()
+        .into_optimized_plan()
+        .unwrap();
+    let bytes =
+        logical_plan_to_bytes_with_extension_codec(&plan, &TsJoinLogicalCodec).unwrap();
+    let back = logical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &ctx.task_ctx(),
+        &TsJoinLogicalCodec,
+    )
+    .unwrap();
+    assert_eq!(
+        plan.display_indent().to_string(),
+        back.display_indent().to_string()
+    );
+    let a = ctx
+        .execute_logical_plan(plan)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let b = ctx
+        .execute_logical_plan(back)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let fmt = |x: &[datafusion::arrow::array::RecordBatch]| {
+        datafusion::arrow::util::pretty::pretty_format_batches(x)
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(fmt(&a), fmt(&b));
 }
 
@@ -162,20 +249,43 @@ async fn where_on_left_columns_runs_below_the_join() {
     let plan = df.create_physical_plan().await.unwrap();
     let text = displayable(plan.as_ref()).indent(true).to_string();
     let lines: Vec<&str> = text.lines().collect();
-    let join = lines.iter().position(|l| l.contains("WindowJoinExec")).unwrap();
+    let join = lines
+        .iter()
+        .position(|l| l.contains("WindowJoinExec"))
+        .unwrap();
     let depth = |l: &str| l.len() - l.trim_start().len();
     // the filter is evaluated under the join, on left rows only
-    let mut below = lines[join + 1..].iter().take_while(|l| depth(l) > depth(lines[join]));
-    assert!(below.any(|l| l.contains("price@") && l.contains("> 15")), "{text}");
+    let mut below = lines[join + 1..]
+        .iter()
+        .take_while(|l| depth(l) > depth(lines[join]));
+    assert!(
+        below.any(|l| l.contains("price@") && l.contains("> 15")),
+        "{text}"
+    );
     assert!(!lines[..join].iter().any(|l| l.contains("> 15")), "{text}");
 }
 
 /// `plan` encoded with tsjoin's codec and decoded in `ctx`.
-fn round_trip(plan: &Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Arc<dyn ExecutionPlan> {
-    use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+fn round_trip(
+    plan: &Arc<dyn ExecutionPlan>,
+    ctx: &SessionContext,
+) -> Arc<dyn ExecutionPlan> {
+    use datafusion_proto::bytes::{
+        physical_plan_from_bytes_with_extension_codec,
+        physical_plan_to_bytes_with_extension_codec,
+    };
     use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
-    let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(plan), &TsJoinPhysicalCodec).unwrap();
-    physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinPhysicalCodec).unwrap()
+    let bytes = physical_plan_to_bytes_with_extension_codec(
+        Arc::clone(plan),
+        &TsJoinPhysicalCodec,
+    )
+    .unwrap();
+    physical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &ctx.task_ctx(),
+        &TsJoinPhysicalCodec,
+    )
+    .unwrap()
 }
 
 /// The answer of `plan` run in `ctx`, as a table, and its row count.
@@ -195,12 +305,23 @@ async fn inline_aggregate_round_trips_through_proto() {
     let sql = "SELECT sym, count(*), count(v), sum(i), min(v), max(i), avg(v) FROM p WHERE i > 1 GROUP BY sym ORDER BY sym";
     let ctx2 = context(2);
     parquet_tables(&ctx2, dir.path()).await;
-    ctx2.tsjoin_sql("SET tsjoin.inline_aggregate_all_keys = true").await.unwrap();
-    let plan = ctx2.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+    ctx2.tsjoin_sql("SET tsjoin.inline_aggregate_all_keys = true")
+        .await
+        .unwrap();
+    let plan = ctx2
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
     let back = round_trip(&plan, &ctx);
     let agg_line = |p: &Arc<dyn ExecutionPlan>| {
         let text = displayable(p.as_ref()).indent(true).to_string();
-        text.lines().find(|l| l.contains("InlineAggregateExec")).unwrap_or_else(|| panic!("{text}")).to_string()
+        text.lines()
+            .find(|l| l.contains("InlineAggregateExec"))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
     };
     assert_eq!(agg_line(&plan), agg_line(&back));
     let (a, rows) = answer(&plan, &ctx).await;
@@ -219,7 +340,13 @@ async fn dictionary_scan_survives_the_round_trip() {
     // (Count only: with arguments, a four-row file has too few rows per
     // dictionary entry for the scan.)
     let sql = "SELECT sym, i, count(*) FROM p GROUP BY sym, i ORDER BY sym, i";
-    let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+    let plan = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
     let back = round_trip(&plan, &ctx);
     let text = displayable(back.as_ref()).indent(true).to_string();
     assert!(text.contains("scan=parquet codes"), "{text}");

@@ -9,8 +9,8 @@
 
 use crate::support::{cell, code_rows, context};
 use datafusion::arrow::array::{
-    ArrayRef, Date32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray,
-    TimestampMicrosecondArray,
+    ArrayRef, Date32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
+    StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::parquet::arrow::ArrowWriter;
@@ -26,22 +26,45 @@ use std::sync::Arc;
 fn key_array(t: &DataType, v: Vec<Option<i64>>) -> ArrayRef {
     match t {
         DataType::Int64 => Arc::new(Int64Array::from(v)),
-        DataType::Int32 => Arc::new(Int32Array::from(v.iter().map(|x| x.map(|x| x as i32 - 1000)).collect::<Vec<_>>())),
-        DataType::Int16 => Arc::new(Int16Array::from(v.iter().map(|x| x.map(|x| x as i16 - 7)).collect::<Vec<_>>())),
-        DataType::Date32 => Arc::new(Date32Array::from(v.iter().map(|x| x.map(|x| x as i32 + 19_000)).collect::<Vec<_>>())),
+        DataType::Int32 => Arc::new(Int32Array::from(
+            v.iter()
+                .map(|x| x.map(|x| x as i32 - 1000))
+                .collect::<Vec<_>>(),
+        )),
+        DataType::Int16 => Arc::new(Int16Array::from(
+            v.iter()
+                .map(|x| x.map(|x| x as i16 - 7))
+                .collect::<Vec<_>>(),
+        )),
+        DataType::Date32 => Arc::new(Date32Array::from(
+            v.iter()
+                .map(|x| x.map(|x| x as i32 + 19_000))
+                .collect::<Vec<_>>(),
+        )),
         _ => Arc::new(TimestampMicrosecondArray::from(
-            v.iter().map(|x| x.map(|x| 1_700_000_000_000_000 + x * 1_000_003)).collect::<Vec<_>>(),
+            v.iter()
+                .map(|x| x.map(|x| 1_700_000_000_000_000 + x * 1_000_003))
+                .collect::<Vec<_>>(),
         )),
     }
 }
 
 /// Rows of `sql`, and the rows phase 1 read from dictionary codes.
 async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, usize) {
-    let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+    let plan = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
     let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
     let rows = batches
         .iter()
-        .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
+        .flat_map(|b| {
+            (0..b.num_rows())
+                .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+        })
         .collect();
     (rows, code_rows(&plan))
 }
@@ -72,39 +95,67 @@ async fn run_case(seed: u64) -> bool {
     let files = rng.random_range(1..=3);
     let mut total = 0;
     for file in 0..files {
-        let n = if rng.random_bool(0.1) { 0 } else { rng.random_range(1..12_000) };
+        let n = if rng.random_bool(0.1) {
+            0
+        } else {
+            rng.random_range(1..12_000)
+        };
         total += n;
         // Runs of one key, as sorted or clustered data gives (RLE runs).
         let mut keys = Vec::with_capacity(n);
         while keys.len() < n {
-            let k = (!(nullable && rng.random_bool(0.1))).then(|| rng.random_range(0..groups));
-            let run = if rng.random_bool(0.2) { rng.random_range(1..60) } else { 1 };
+            let k = (!(nullable && rng.random_bool(0.1)))
+                .then(|| rng.random_range(0..groups));
+            let run = if rng.random_bool(0.2) {
+                rng.random_range(1..60)
+            } else {
+                1
+            };
             keys.extend(std::iter::repeat_n(k, run.min(n - keys.len())));
         }
-        let v: Vec<Option<i64>> = (0..n).map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-1000..1000))).collect();
-        let f: Vec<Option<f64>> =
-            (0..n).map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-400..400) as f64 / 4.0)).collect();
+        let v: Vec<Option<i64>> = (0..n)
+            .map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-1000..1000)))
+            .collect();
+        let f: Vec<Option<f64>> = (0..n)
+            .map(|_| {
+                (!rng.random_bool(0.1)).then(|| rng.random_range(-400..400) as f64 / 4.0)
+            })
+            .collect();
         let batch = RecordBatch::try_new(
             Arc::clone(&schema),
             vec![
                 key_array(&key_type, keys),
                 Arc::new(Int64Array::from(v)),
                 Arc::new(Float64Array::from(f)),
-                Arc::new(Int16Array::from((0..n).map(|i| (i % 11 != 0).then_some((i % 900) as i16 - 450)).collect::<Vec<_>>())),
+                Arc::new(Int16Array::from(
+                    (0..n)
+                        .map(|i| (i % 11 != 0).then_some((i % 900) as i16 - 450))
+                        .collect::<Vec<_>>(),
+                )),
             ],
         )
         .unwrap();
         let mut props = WriterProperties::builder()
-            .set_writer_version(if rng.random_bool(0.5) { WriterVersion::PARQUET_1_0 } else { WriterVersion::PARQUET_2_0 })
-            .set_compression(if rng.random_bool(0.5) { Compression::UNCOMPRESSED } else { Compression::SNAPPY })
+            .set_writer_version(if rng.random_bool(0.5) {
+                WriterVersion::PARQUET_1_0
+            } else {
+                WriterVersion::PARQUET_2_0
+            })
+            .set_compression(if rng.random_bool(0.5) {
+                Compression::UNCOMPRESSED
+            } else {
+                Compression::SNAPPY
+            })
             .set_write_batch_size(37)
             .set_data_page_row_count_limit(rng.random_range(50..5000))
             .set_max_row_group_row_count(Some(rng.random_range(500..20_000)));
         if overflow {
             props = props.set_dictionary_page_size_limit(64);
         }
-        let out = std::fs::File::create(dir.path().join(format!("part-{file}.parquet"))).unwrap();
-        let mut w = ArrowWriter::try_new(out, Arc::clone(&schema), Some(props.build())).unwrap();
+        let out = std::fs::File::create(dir.path().join(format!("part-{file}.parquet")))
+            .unwrap();
+        let mut w =
+            ArrowWriter::try_new(out, Arc::clone(&schema), Some(props.build())).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
     }
@@ -112,25 +163,49 @@ async fn run_case(seed: u64) -> bool {
     // Small files split into byte ranges across partitions, or (by default,
     // fewer files than partitions) dealt out by a round-robin repartition.
     if rng.random_bool(0.5) {
-        ctx.tsjoin_sql("SET datafusion.optimizer.repartition_file_min_size = 1").await.unwrap();
+        ctx.tsjoin_sql("SET datafusion.optimizer.repartition_file_min_size = 1")
+            .await
+            .unwrap();
     }
-    ctx.register_parquet("t", dir.path().to_str().unwrap(), ParquetReadOptions::default()).await.unwrap();
+    ctx.register_parquet(
+        "t",
+        dir.path().to_str().unwrap(),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .unwrap();
     let mut args_read_codes = false;
     for (with_args, sql) in [
         (false, "SELECT k, count(*) FROM t GROUP BY k ORDER BY k"),
-        (true, "SELECT k, count(*), count(k), count(v), sum(v), min(v), max(v), avg(f), sum(f), sum(s), avg(s) FROM t GROUP BY k ORDER BY k"),
+        (
+            true,
+            "SELECT k, count(*), count(k), count(v), sum(v), min(v), max(v), avg(f), sum(f), sum(s), avg(s) FROM t GROUP BY k ORDER BY k",
+        ),
     ] {
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+            .await
+            .unwrap();
         let (want, _) = run(&ctx, sql).await;
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+            .await
+            .unwrap();
         let (got, code_rows) = run(&ctx, sql).await;
-        assert_eq!(got, want, "seed {seed} ({key_type}, nullable {nullable}, {groups} groups): {sql}");
+        assert_eq!(
+            got, want,
+            "seed {seed} ({key_type}, nullable {nullable}, {groups} groups): {sql}"
+        );
         // Dictionaries that fit: a count-only query reads every row from
         // its code; one with arguments all rows or none.
         if !overflow && !with_args {
-            assert_eq!(code_rows, total, "seed {seed}: the dictionary scan did not run: {sql}");
+            assert_eq!(
+                code_rows, total,
+                "seed {seed}: the dictionary scan did not run: {sql}"
+            );
         }
-        assert!(code_rows == 0 || code_rows == total, "seed {seed}: {code_rows} of {total} rows from codes");
+        assert!(
+            code_rows == 0 || code_rows == total,
+            "seed {seed}: {code_rows} of {total} rows from codes"
+        );
         args_read_codes |= with_args && code_rows > 0;
     }
     args_read_codes
@@ -142,17 +217,26 @@ async fn dictionary_scan_matches_datafusion() {
     for seed in 0..60 {
         with_args += run_case(seed).await as usize;
     }
-    assert!(with_args >= 10, "only {with_args} cases read arguments alongside the codes");
+    assert!(
+        with_args >= 10,
+        "only {with_args} cases read arguments alongside the codes"
+    );
 }
 
 /// The scan shows in EXPLAIN, steps aside for filters, and turns off.
 #[tokio::test]
 async fn dictionary_scan_shows_and_switches_off() {
     let dir = tempfile::tempdir().unwrap();
-    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true), Field::new("v", DataType::Int64, true)]));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("v", DataType::Int64, true),
+    ]));
     let batch = RecordBatch::try_new(
         Arc::clone(&schema),
-        vec![Arc::new(Int64Array::from(vec![1, 2, 1, 3])), Arc::new(Int64Array::from(vec![10, 20, 30, 40]))],
+        vec![
+            Arc::new(Int64Array::from(vec![1, 2, 1, 3])),
+            Arc::new(Int64Array::from(vec![10, 20, 30, 40])),
+        ],
     )
     .unwrap();
     let out = std::fs::File::create(dir.path().join("a.parquet")).unwrap();
@@ -160,25 +244,49 @@ async fn dictionary_scan_shows_and_switches_off() {
     w.write(&batch).unwrap();
     w.close().unwrap();
     let ctx = context(2);
-    ctx.register_parquet("t", dir.path().to_str().unwrap(), ParquetReadOptions::default()).await.unwrap();
+    ctx.register_parquet(
+        "t",
+        dir.path().to_str().unwrap(),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .unwrap();
     let explain = |sql: &str| {
         let ctx = ctx.clone();
         let sql = format!("EXPLAIN {sql}");
         async move {
             let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
-            datafusion::arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string()
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
         }
     };
     let sql = "SELECT k, sum(v) FROM t GROUP BY k";
     assert!(explain(sql).await.contains("scan=parquet codes"));
-    assert!(!explain("SELECT k, sum(v) FROM t WHERE v > 15 GROUP BY k").await.contains("scan=parquet codes"));
-    let strings = |v: &[[&str; 2]]| v.iter().map(|r| r.iter().map(|c| c.to_string()).collect()).collect::<Vec<Vec<_>>>();
+    assert!(
+        !explain("SELECT k, sum(v) FROM t WHERE v > 15 GROUP BY k")
+            .await
+            .contains("scan=parquet codes")
+    );
+    let strings = |v: &[[&str; 2]]| {
+        v.iter()
+            .map(|r| r.iter().map(|c| c.to_string()).collect())
+            .collect::<Vec<Vec<_>>>()
+    };
     // Four rows for three entries: the sum reads decoded keys, the count
     // reads the codes.
-    assert_eq!(run(&ctx, &format!("{sql} ORDER BY k")).await, (strings(&[["1", "40"], ["2", "20"], ["3", "40"]]), 0));
+    assert_eq!(
+        run(&ctx, &format!("{sql} ORDER BY k")).await,
+        (strings(&[["1", "40"], ["2", "20"], ["3", "40"]]), 0)
+    );
     let count = "SELECT k, count(*) FROM t GROUP BY k ORDER BY k";
-    assert_eq!(run(&ctx, count).await, (strings(&[["1", "2"], ["2", "1"], ["3", "1"]]), 4));
-    ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = false").await.unwrap();
+    assert_eq!(
+        run(&ctx, count).await,
+        (strings(&[["1", "2"], ["2", "1"], ["3", "1"]]), 4)
+    );
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = false")
+        .await
+        .unwrap();
     assert_eq!(run(&ctx, count).await.1, 0);
 }
 
@@ -195,21 +303,51 @@ struct MultiKey {
 fn multi_key_array(k: &MultiKey, v: Vec<Option<i64>>) -> ArrayRef {
     if k.string {
         // Short and long (past 12 bytes, out of line in a view) strings.
-        let s: Vec<Option<String>> =
-            v.iter().map(|x| x.map(|x| if x % 5 == 4 { format!("a longer string key {x}") } else { format!("s{x}") })).collect();
+        let s: Vec<Option<String>> = v
+            .iter()
+            .map(|x| {
+                x.map(|x| {
+                    if x % 5 == 4 {
+                        format!("a longer string key {x}")
+                    } else {
+                        format!("s{x}")
+                    }
+                })
+            })
+            .collect();
         Arc::new(StringArray::from(s))
     } else {
-        Arc::new(Int64Array::from(v.iter().map(|x| x.map(|x| x * 3 - 50)).collect::<Vec<_>>()))
+        Arc::new(Int64Array::from(
+            v.iter().map(|x| x.map(|x| x * 3 - 50)).collect::<Vec<_>>(),
+        ))
     }
 }
 
 /// Writes one file of `n` rows of keys `keys` (columns k0, k1, ...) and
 /// arguments v, f, s into `dir`, `rg` rows per row group.
-fn write_multi(rng: &mut StdRng, dir: &std::path::Path, name: &str, keys: &[MultiKey], n: usize, drift_every: usize, rg: usize) {
+fn write_multi(
+    rng: &mut StdRng,
+    dir: &std::path::Path,
+    name: &str,
+    keys: &[MultiKey],
+    n: usize,
+    drift_every: usize,
+    rg: usize,
+) {
     let mut fields: Vec<Field> = keys
         .iter()
         .enumerate()
-        .map(|(i, k)| Field::new(format!("k{i}"), if k.string { DataType::Utf8 } else { DataType::Int64 }, k.nullable))
+        .map(|(i, k)| {
+            Field::new(
+                format!("k{i}"),
+                if k.string {
+                    DataType::Utf8
+                } else {
+                    DataType::Int64
+                },
+                k.nullable,
+            )
+        })
         .collect();
     fields.push(Field::new("v", DataType::Int64, true));
     fields.push(Field::new("f", DataType::Float64, true));
@@ -220,24 +358,47 @@ fn write_multi(rng: &mut StdRng, dir: &std::path::Path, name: &str, keys: &[Mult
         .map(|k| {
             let v = (0..n)
                 .map(|r| {
-                    let shift = if drift_every > 0 { (r / drift_every) as i64 * k.drift } else { 0 };
-                    (!(k.nullable && rng.random_bool(0.1))).then(|| shift + rng.random_range(0..k.groups))
+                    let shift = if drift_every > 0 {
+                        (r / drift_every) as i64 * k.drift
+                    } else {
+                        0
+                    };
+                    (!(k.nullable && rng.random_bool(0.1)))
+                        .then(|| shift + rng.random_range(0..k.groups))
                 })
                 .collect();
             multi_key_array(k, v)
         })
         .collect();
-    columns.push(Arc::new(Int64Array::from((0..n).map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-1000..1000))).collect::<Vec<_>>())));
+    columns.push(Arc::new(Int64Array::from(
+        (0..n)
+            .map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-1000..1000)))
+            .collect::<Vec<_>>(),
+    )));
     columns.push(Arc::new(Float64Array::from(
-        (0..n).map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-400..400) as f64 / 4.0)).collect::<Vec<_>>(),
+        (0..n)
+            .map(|_| {
+                (!rng.random_bool(0.1)).then(|| rng.random_range(-400..400) as f64 / 4.0)
+            })
+            .collect::<Vec<_>>(),
     )));
     columns.push(Arc::new(Int16Array::from(
-        (0..n).map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-30_000..30_000))).collect::<Vec<_>>(),
+        (0..n)
+            .map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-30_000..30_000)))
+            .collect::<Vec<_>>(),
     )));
     let batch = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
     let props = WriterProperties::builder()
-        .set_writer_version(if rng.random_bool(0.5) { WriterVersion::PARQUET_1_0 } else { WriterVersion::PARQUET_2_0 })
-        .set_compression(if rng.random_bool(0.5) { Compression::UNCOMPRESSED } else { Compression::SNAPPY })
+        .set_writer_version(if rng.random_bool(0.5) {
+            WriterVersion::PARQUET_1_0
+        } else {
+            WriterVersion::PARQUET_2_0
+        })
+        .set_compression(if rng.random_bool(0.5) {
+            Compression::UNCOMPRESSED
+        } else {
+            Compression::SNAPPY
+        })
         .set_data_page_row_count_limit(rng.random_range(50..5000))
         .set_max_row_group_row_count(Some(rg));
     let out = std::fs::File::create(dir.join(name)).unwrap();
@@ -279,31 +440,68 @@ async fn multi_column_dictionary_scan_matches_datafusion() {
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let mut total = 0;
-        let drift_every = if rng.random_bool(0.3) { rng.random_range(200..2000) } else { 0 };
+        let drift_every = if rng.random_bool(0.3) {
+            rng.random_range(200..2000)
+        } else {
+            0
+        };
         for f in 0..rng.random_range(1..=3) {
-            let n = if rng.random_bool(0.1) { 0 } else { rng.random_range(1..9000) };
+            let n = if rng.random_bool(0.1) {
+                0
+            } else {
+                rng.random_range(1..9000)
+            };
             total += n;
             let rg = rng.random_range(300..6000);
-            write_multi(&mut rng, dir.path(), &format!("part-{f}.parquet"), &keys, n, drift_every, rg);
+            write_multi(
+                &mut rng,
+                dir.path(),
+                &format!("part-{f}.parquet"),
+                &keys,
+                n,
+                drift_every,
+                rg,
+            );
         }
         let ctx = context(rng.random_range(1..=4));
         if rng.random_bool(0.5) {
-            ctx.tsjoin_sql("SET datafusion.optimizer.repartition_file_min_size = 1").await.unwrap();
+            ctx.tsjoin_sql("SET datafusion.optimizer.repartition_file_min_size = 1")
+                .await
+                .unwrap();
         }
         if rng.random_bool(0.3) {
             // Strings read as Utf8 rather than views.
-            ctx.tsjoin_sql("SET datafusion.execution.parquet.schema_force_view_types = false").await.unwrap();
+            ctx.tsjoin_sql(
+                "SET datafusion.execution.parquet.schema_force_view_types = false",
+            )
+            .await
+            .unwrap();
         }
-        ctx.register_parquet("t", dir.path().to_str().unwrap(), ParquetReadOptions::default()).await.unwrap();
-        let what = format!("seed {seed}, {} keys, drift every {drift_every}", keys.len());
+        ctx.register_parquet(
+            "t",
+            dir.path().to_str().unwrap(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        let what = format!(
+            "seed {seed}, {} keys, drift every {drift_every}",
+            keys.len()
+        );
         let read = compare_multi(&ctx, keys.len(), &what).await;
         for r in read {
-            assert!(r == 0 || r == total, "{what}: {r} of {total} rows read by the scan");
+            assert!(
+                r == 0 || r == total,
+                "{what}: {r} of {total} rows read by the scan"
+            );
         }
         count_scans += (read[0] > 0) as usize;
         arg_scans += (read[1] > 0) as usize;
     }
-    assert!(count_scans >= 15 && arg_scans >= 8, "scan ran on {count_scans} count-only and {arg_scans} full cases");
+    assert!(
+        count_scans >= 15 && arg_scans >= 8,
+        "scan ran on {count_scans} count-only and {arg_scans} full cases"
+    );
 }
 
 /// Row groups that each bring new values of one key: the tuples soon pass
@@ -316,12 +514,28 @@ async fn multi_column_scan_decodes_row_groups_past_the_tuple_bound() {
     let dir = tempfile::tempdir().unwrap();
     // 300 row groups of 400 rows, ~250 new values of k0 in each (76K in all).
     let keys = [
-        MultiKey { string: false, nullable: false, groups: 400, drift: 400 },
-        MultiKey { string: true, nullable: true, groups: 40, drift: 0 },
+        MultiKey {
+            string: false,
+            nullable: false,
+            groups: 400,
+            drift: 400,
+        },
+        MultiKey {
+            string: true,
+            nullable: true,
+            groups: 40,
+            drift: 0,
+        },
     ];
     write_multi(&mut rng, dir.path(), "a.parquet", &keys, 120_000, 400, 400);
     let ctx = context(2);
-    ctx.register_parquet("t", dir.path().to_str().unwrap(), ParquetReadOptions::default()).await.unwrap();
+    ctx.register_parquet(
+        "t",
+        dir.path().to_str().unwrap(),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .unwrap();
     let read = compare_multi(&ctx, 2, "drifting keys").await;
     // Count only takes the scan (its rows-per-entry rule does not apply);
     // with arguments, 64 rows per entry are wanted and it steps aside.

@@ -7,7 +7,9 @@
 //! general path.
 
 use crate::support::{cell, context};
-use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use datafusion::arrow::array::{
+    ArrayRef, Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::datasource::MemTable;
 use datafusion_tsjoin::TsJoinContextExt;
@@ -38,10 +40,18 @@ fn schema() -> SchemaRef {
 fn batch(rows: &[Row]) -> RecordBatch {
     let cols: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.id))),
-        Arc::new(TimestampMillisecondArray::from(rows.iter().map(|r| r.ts).collect::<Vec<_>>())),
-        Arc::new(Int64Array::from(rows.iter().map(|r| r.k).collect::<Vec<_>>())),
-        Arc::new(Float64Array::from(rows.iter().map(|r| r.v).collect::<Vec<_>>())),
-        Arc::new(Int64Array::from(rows.iter().map(|r| r.i).collect::<Vec<_>>())),
+        Arc::new(TimestampMillisecondArray::from(
+            rows.iter().map(|r| r.ts).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            rows.iter().map(|r| r.k).collect::<Vec<_>>(),
+        )),
+        Arc::new(Float64Array::from(
+            rows.iter().map(|r| r.v).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            rows.iter().map(|r| r.i).collect::<Vec<_>>(),
+        )),
     ];
     RecordBatch::try_new(schema(), cols).unwrap()
 }
@@ -52,7 +62,13 @@ fn random_rows(rng: &mut StdRng, n: usize, span: i64, keys: i64) -> Vec<Row> {
             id: id as i64,
             ts: (!rng.random_bool(0.05)).then(|| rng.random_range(0..=span)),
             // skewed keys: key 0 is as likely as all others together
-            k: (!rng.random_bool(0.1)).then(|| if rng.random_bool(0.5) { 0 } else { rng.random_range(0..keys) }),
+            k: (!rng.random_bool(0.1)).then(|| {
+                if rng.random_bool(0.5) {
+                    0
+                } else {
+                    rng.random_range(0..keys)
+                }
+            }),
             v: match rng.random_range(0..10) {
                 0 => None,
                 1 => Some(f64::NAN),
@@ -76,7 +92,11 @@ struct Shape {
 
 impl Shape {
     fn bound(v: i64) -> String {
-        if v < 0 { format!("{} milliseconds PRECEDING", -v) } else { format!("{v} milliseconds FOLLOWING") }
+        if v < 0 {
+            format!("{} milliseconds PRECEDING", -v)
+        } else {
+            format!("{v} milliseconds FOLLOWING")
+        }
     }
 
     fn sql(&self) -> String {
@@ -87,11 +107,19 @@ impl Shape {
         if self.pair_filter {
             on.push("r.i > l.i".to_string());
         }
-        let on = if on.is_empty() { String::new() } else { format!("ON {}", on.join(" AND ")) };
+        let on = if on.is_empty() {
+            String::new()
+        } else {
+            format!("ON {}", on.join(" AND "))
+        };
         format!(
             "SELECT l.id, count(*), count(r.v), sum(r.v), min(r.v), max(r.v), first(r.v), last(r.v), sum(r.i), avg(r.i) \
              FROM l WINDOW JOIN r {on} RANGE BETWEEN {} AND {} {} PREVAILING ORDER BY l.id",
-            if self.dynamic_lo { "l.i milliseconds PRECEDING".to_string() } else { Self::bound(self.lo) },
+            if self.dynamic_lo {
+                "l.i milliseconds PRECEDING".to_string()
+            } else {
+                Self::bound(self.lo)
+            },
             Self::bound(self.hi),
             if self.include { "INCLUDE" } else { "EXCLUDE" }
         )
@@ -124,18 +152,28 @@ fn reference(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
             .iter()
             .filter(|r| r.ts.is_some())
             .filter(|r| !s.keyed || r.k == l.k)
-            .filter(|r| !s.pair_filter || matches!((r.i, l.i), (Some(a), Some(b)) if a > b))
+            .filter(|r| {
+                !s.pair_filter || matches!((r.i, l.i), (Some(a), Some(b)) if a > b)
+            })
             .collect();
         cands.sort_by_key(|r| r.ts); // stable: table order breaks ties
         let mut w: Vec<&Row> = vec![];
         // dynamic lower bound: NULL aggregates nothing, negative clamps to 0,
         // an end before the start aggregates nothing
-        let lo = if s.dynamic_lo { l.i.map(|i| -i.max(0)) } else { Some(s.lo) };
+        let lo = if s.dynamic_lo {
+            l.i.map(|i| -i.max(0))
+        } else {
+            Some(s.lo)
+        };
         if let (Some(t), Some(lo)) = (l.ts, lo)
             && lo <= s.hi
         {
             let (start, end) = (t + lo, t + s.hi);
-            w = cands.iter().copied().filter(|r| (start..=end).contains(&r.ts.unwrap())).collect();
+            w = cands
+                .iter()
+                .copied()
+                .filter(|r| (start..=end).contains(&r.ts.unwrap()))
+                .collect();
             if s.include
                 && let Some(p) = cands.iter().rev().find(|r| r.ts.unwrap() <= start)
                 && p.ts.unwrap() < start
@@ -163,7 +201,8 @@ fn reference(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
             Some(non_nan.iter().copied().fold(f64::NEG_INFINITY, f64::max))
         };
         let isum = (!ints.is_empty()).then(|| ints.iter().sum::<i64>());
-        let iavg = (!ints.is_empty()).then(|| ints.iter().sum::<i64>() as f64 / ints.len() as f64);
+        let iavg = (!ints.is_empty())
+            .then(|| ints.iter().sum::<i64>() as f64 / ints.len() as f64);
         out.push(vec![
             l.id.to_string(),
             w.len().to_string(),
@@ -184,7 +223,11 @@ fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> 
     let mut out = vec![vec![]; parts];
     let mut start = 0;
     for p in 0..parts {
-        let end = if p + 1 == parts { rows.len() } else { rng.random_range(start..=rows.len()) };
+        let end = if p + 1 == parts {
+            rows.len()
+        } else {
+            rng.random_range(start..=rows.len())
+        };
         // several small batches per partition: batch boundaries are a classic bug source
         let mut s = start;
         while s < end {
@@ -204,7 +247,10 @@ async fn run_case(seed: u64) {
     let long = rng.random_bool(0.1);
     let span = rng.random_range(0..if long { 400 } else { 40 });
     let keys = rng.random_range(1..5);
-    let (nl, nr) = (rng.random_range(0..30), rng.random_range(0..if long { 600 } else { 50 }));
+    let (nl, nr) = (
+        rng.random_range(0..30),
+        rng.random_range(0..if long { 600 } else { 50 }),
+    );
     let mut left = random_rows(&mut rng, nl, span, keys);
     let mut right = random_rows(&mut rng, nr, span, keys);
     left.shuffle(&mut rng);
@@ -227,12 +273,14 @@ async fn run_case(seed: u64) {
     let partitions = rng.random_range(1..=3);
     let ctx = context(partitions);
     let lparts = split(&mut rng, &left, partitions);
-    ctx.register_table("l", Arc::new(MemTable::try_new(schema(), lparts).unwrap())).unwrap();
+    ctx.register_table("l", Arc::new(MemTable::try_new(schema(), lparts).unwrap()))
+        .unwrap();
     // Right partitions are contiguous runs of the table, so "table order"
     // (which breaks timestamp ties) is partition order, then row order.
     let right_partitions = rng.random_range(1..=3);
     let rparts = split(&mut rng, &right, right_partitions);
-    ctx.register_table("r", Arc::new(MemTable::try_new(schema(), rparts).unwrap())).unwrap();
+    ctx.register_table("r", Arc::new(MemTable::try_new(schema(), rparts).unwrap()))
+        .unwrap();
 
     let sql = shape.sql();
     let want = reference(&left, &right, &shape);
@@ -240,32 +288,65 @@ async fn run_case(seed: u64) {
     // with the best kernels, with the scalar kernels, and the general path.
     // `blocks` 0 makes every float sum and min/max read the block structures,
     // 100000 makes every one scan its window with the kernels.
-    for (fast, simd, blocks) in
-        [(true, true, 0), (true, true, 100_000), (true, false, 0), (true, false, 100_000), (false, true, 0)]
-    {
-        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {fast}")).await.unwrap();
-        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_simd = {simd}")).await.unwrap();
-        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_sum_prefix_min = {blocks}")).await.unwrap();
-        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_min_max_table_min = {blocks}")).await.unwrap();
+    for (fast, simd, blocks) in [
+        (true, true, 0),
+        (true, true, 100_000),
+        (true, false, 0),
+        (true, false, 100_000),
+        (false, true, 0),
+    ] {
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {fast}"))
+            .await
+            .unwrap();
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_simd = {simd}"))
+            .await
+            .unwrap();
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_sum_prefix_min = {blocks}"))
+            .await
+            .unwrap();
+        ctx.tsjoin_sql(&format!(
+            "SET tsjoin.window_join_min_max_table_min = {blocks}"
+        ))
+        .await
+        .unwrap();
         let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
         let got: Vec<Vec<String>> = batches
             .iter()
-            .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
+            .flat_map(|b| {
+                (0..b.num_rows())
+                    .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+            })
             .collect();
-        assert_eq!(got, want, "seed {seed} fast={fast} simd={simd} blocks={blocks}\n{sql}\nleft {left:?}\nright {right:?}");
+        assert_eq!(
+            got, want,
+            "seed {seed} fast={fast} simd={simd} blocks={blocks}\n{sql}\nleft {left:?}\nright {right:?}"
+        );
     }
     // The shapes the fast path covers do take it.
     if !shape.pair_filter && !shape.dynamic_lo {
-        ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = true").await.unwrap();
-        let plan = ctx.tsjoin_sql(&sql).await.unwrap().create_physical_plan().await.unwrap();
-        let text = datafusion::physical_plan::displayable(plan.as_ref()).indent(true).to_string();
+        ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = true")
+            .await
+            .unwrap();
+        let plan = ctx
+            .tsjoin_sql(&sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let text = datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(true)
+            .to_string();
         assert!(text.contains("path=fast"), "{sql}\n{text}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn window_join_matches_reference() {
-    let cases: u64 = std::env::var("TSJOIN_DIFF_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1500);
+    let cases: u64 = std::env::var("TSJOIN_DIFF_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500);
     for seed in 0..cases {
         run_case(seed).await;
     }
@@ -286,15 +367,35 @@ async fn parallel_build_matches_serial_build_and_general_path() {
         if sorted {
             right.sort_by_key(|r| r.ts);
         }
-        let shape = Shape { keyed: true, pair_filter: false, lo: -300, hi: 200, include: sorted, dynamic_lo: false };
+        let shape = Shape {
+            keyed: true,
+            pair_filter: false,
+            lo: -300,
+            hi: 200,
+            include: sorted,
+            dynamic_lo: false,
+        };
         let sql = shape.sql();
         let lparts = split(&mut rng, &left, 2);
         let rparts = split(&mut rng, &right, 4);
         let mut answers = vec![];
-        for (fast, workers, blocks) in [(true, 4, 0), (true, 1, 0), (true, 4, 100_000), (false, 4, 0)] {
+        for (fast, workers, blocks) in [
+            (true, 4, 0),
+            (true, 1, 0),
+            (true, 4, 100_000),
+            (false, 4, 0),
+        ] {
             let ctx = context(4);
-            ctx.register_table("l", Arc::new(MemTable::try_new(schema(), lparts.clone()).unwrap())).unwrap();
-            ctx.register_table("r", Arc::new(MemTable::try_new(schema(), rparts.clone()).unwrap())).unwrap();
+            ctx.register_table(
+                "l",
+                Arc::new(MemTable::try_new(schema(), lparts.clone()).unwrap()),
+            )
+            .unwrap();
+            ctx.register_table(
+                "r",
+                Arc::new(MemTable::try_new(schema(), rparts.clone()).unwrap()),
+            )
+            .unwrap();
             for set in [
                 format!("tsjoin.window_join_fast_path = {fast}"),
                 format!("tsjoin.window_join_workers = {workers}"),
@@ -306,13 +407,20 @@ async fn parallel_build_matches_serial_build_and_general_path() {
             let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
             let got: Vec<Vec<String>> = batches
                 .iter()
-                .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
+                .flat_map(|b| {
+                    (0..b.num_rows())
+                        .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+                })
                 .collect();
             assert_eq!(got.len(), left.len());
             answers.push(((fast, workers, blocks), got));
         }
         for (setup, got) in &answers[1..] {
-            assert!(got == &answers[0].1, "seed {seed}: {setup:?} differs from {:?}\n{sql}", answers[0].0);
+            assert!(
+                got == &answers[0].1,
+                "seed {seed}: {setup:?} differs from {:?}\n{sql}",
+                answers[0].0
+            );
         }
     }
 }

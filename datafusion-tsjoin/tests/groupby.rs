@@ -5,7 +5,8 @@
 
 use crate::support::{cell, context};
 use datafusion::arrow::array::{
-    ArrayRef, Date32Array, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
+    ArrayRef, Date32Array, DictionaryArray, Float64Array, Int32Array, Int64Array,
+    RecordBatch, StringArray, UInt32Array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema};
 use datafusion::datasource::MemTable;
@@ -18,20 +19,48 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 /// Key column `k` of a random shape; `groups` distinct values at most.
-fn key_column(rng: &mut StdRng, shape: usize, n: usize, groups: i64, nulls: bool) -> ArrayRef {
-    let pick = |rng: &mut StdRng| (!(nulls && rng.random_bool(0.1))).then(|| rng.random_range(0..groups.max(1)));
+fn key_column(
+    rng: &mut StdRng,
+    shape: usize,
+    n: usize,
+    groups: i64,
+    nulls: bool,
+) -> ArrayRef {
+    let pick = |rng: &mut StdRng| {
+        (!(nulls && rng.random_bool(0.1))).then(|| rng.random_range(0..groups.max(1)))
+    };
     let vals: Vec<Option<i64>> = (0..n).map(|_| pick(rng)).collect();
     match shape {
         0 => Arc::new(Int64Array::from(vals)),
         // sparse: far apart values (the hashed path)
-        1 => Arc::new(Int64Array::from(vals.iter().map(|v| v.map(|v| v * 1_000_003 - 7_000_000_000)).collect::<Vec<_>>())),
-        2 => Arc::new(Int32Array::from(vals.iter().map(|v| v.map(|v| v as i32 - 5)).collect::<Vec<_>>())),
-        3 => Arc::new(UInt32Array::from(vals.iter().map(|v| v.map(|v| v as u32)).collect::<Vec<_>>())),
-        4 => Arc::new(Date32Array::from(vals.iter().map(|v| v.map(|v| v as i32 + 19_000)).collect::<Vec<_>>())),
-        5 => Arc::new(StringArray::from(vals.iter().map(|v| v.map(|v| format!("key-{v}"))).collect::<Vec<_>>())),
+        1 => Arc::new(Int64Array::from(
+            vals.iter()
+                .map(|v| v.map(|v| v * 1_000_003 - 7_000_000_000))
+                .collect::<Vec<_>>(),
+        )),
+        2 => Arc::new(Int32Array::from(
+            vals.iter()
+                .map(|v| v.map(|v| v as i32 - 5))
+                .collect::<Vec<_>>(),
+        )),
+        3 => Arc::new(UInt32Array::from(
+            vals.iter().map(|v| v.map(|v| v as u32)).collect::<Vec<_>>(),
+        )),
+        4 => Arc::new(Date32Array::from(
+            vals.iter()
+                .map(|v| v.map(|v| v as i32 + 19_000))
+                .collect::<Vec<_>>(),
+        )),
+        5 => Arc::new(StringArray::from(
+            vals.iter()
+                .map(|v| v.map(|v| format!("key-{v}")))
+                .collect::<Vec<_>>(),
+        )),
         _ => {
-            let strings: Vec<Option<String>> = vals.iter().map(|v| v.map(|v| format!("sym{v}"))).collect();
-            let d: DictionaryArray<Int32Type> = strings.iter().map(|s| s.as_deref()).collect();
+            let strings: Vec<Option<String>> =
+                vals.iter().map(|v| v.map(|v| format!("sym{v}"))).collect();
+            let d: DictionaryArray<Int32Type> =
+                strings.iter().map(|s| s.as_deref()).collect();
             Arc::new(d)
         }
     }
@@ -39,12 +68,20 @@ fn key_column(rng: &mut StdRng, shape: usize, n: usize, groups: i64, nulls: bool
 
 fn value_columns(rng: &mut StdRng, n: usize) -> (ArrayRef, ArrayRef, ArrayRef) {
     // Multiples of 1/4: float sums are exact in any order.
-    let f: Vec<Option<f64>> =
-        (0..n).map(|_| (!rng.random_bool(0.15)).then(|| rng.random_range(-400..400) as f64 / 4.0)).collect();
-    let i: Vec<Option<i64>> =
-        (0..n).map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-1_000_000..1_000_000))).collect();
+    let f: Vec<Option<f64>> = (0..n)
+        .map(|_| {
+            (!rng.random_bool(0.15)).then(|| rng.random_range(-400..400) as f64 / 4.0)
+        })
+        .collect();
+    let i: Vec<Option<i64>> = (0..n)
+        .map(|_| (!rng.random_bool(0.1)).then(|| rng.random_range(-1_000_000..1_000_000)))
+        .collect();
     let j: Vec<Option<i32>> = (0..n).map(|_| Some(rng.random_range(-50..50))).collect();
-    (Arc::new(Float64Array::from(f)), Arc::new(Int64Array::from(i)), Arc::new(Int32Array::from(j)))
+    (
+        Arc::new(Float64Array::from(f)),
+        Arc::new(Int64Array::from(i)),
+        Arc::new(Int32Array::from(j)),
+    )
 }
 
 async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
@@ -55,15 +92,24 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
 fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     batches
         .iter()
-        .flat_map(|b| (0..b.num_rows()).map(move |r| b.columns().iter().map(|c| cell(c, r)).collect()))
+        .flat_map(|b| {
+            (0..b.num_rows())
+                .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+        })
         .collect()
 }
 
 async fn run_case(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let shape = rng.random_range(0..7);
-    let n = if rng.random_bool(0.05) { 0 } else { rng.random_range(1..3000) };
-    let groups = *[1i64, 3, 50, 1000, 100_000].get(rng.random_range(0..5)).unwrap();
+    let n = if rng.random_bool(0.05) {
+        0
+    } else {
+        rng.random_range(1..3000)
+    };
+    let groups = *[1i64, 3, 50, 1000, 100_000]
+        .get(rng.random_range(0..5))
+        .unwrap();
     let nulls = rng.random_bool(0.5);
     let two_keys = rng.random_bool(0.2);
     let k = key_column(&mut rng, shape, n, groups, nulls);
@@ -92,7 +138,8 @@ async fn run_case(seed: u64) {
          sum(j), min(j), max(j), count(j) FROM t GROUP BY {keys} ORDER BY {keys}"
     );
     let ctx = context(rng.random_range(1..=4));
-    ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap())).unwrap();
+    ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap()))
+        .unwrap();
     // Filters below, HAVING / ORDER BY / LIMIT above, and the two stacked
     // aggregates DataFusion plans for count(DISTINCT).
     let composed = format!(
@@ -100,25 +147,48 @@ async fn run_case(seed: u64) {
          HAVING count(*) > 1 ORDER BY sum(i) DESC NULLS LAST, {keys} LIMIT 25"
     );
     for sql in [&sql, &composed] {
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+            .await
+            .unwrap();
         let want = rows(&ctx, sql).await;
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+            .await
+            .unwrap();
         // Defaults (composite keys may fall back), then every key inline.
         for all_keys in [false, true] {
-            ctx.tsjoin_sql(&format!("SET tsjoin.inline_aggregate_all_keys = {all_keys}")).await.unwrap();
+            ctx.tsjoin_sql(&format!(
+                "SET tsjoin.inline_aggregate_all_keys = {all_keys}"
+            ))
+            .await
+            .unwrap();
             let got = rows(&ctx, sql).await;
             assert_eq!(got, want, "seed {seed}, all keys {all_keys}: {sql}");
         }
     }
-    let plan = ctx.tsjoin_sql(&sql).await.unwrap().create_physical_plan().await.unwrap();
+    let plan = ctx
+        .tsjoin_sql(&sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
     let text = displayable(plan.as_ref()).indent(true).to_string();
-    assert!(text.contains("InlineAggregateExec"), "seed {seed}: {sql}\n{text}");
-    assert!(!text.contains("AggregateExec: mode"), "seed {seed}: DataFusion's aggregate still there\n{text}");
+    assert!(
+        text.contains("InlineAggregateExec"),
+        "seed {seed}: {sql}\n{text}"
+    );
+    assert!(
+        !text.contains("AggregateExec: mode"),
+        "seed {seed}: DataFusion's aggregate still there\n{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_aggregate_matches_datafusion() {
-    let cases: u64 = std::env::var("TSJOIN_GROUPBY_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let cases: u64 = std::env::var("TSJOIN_GROUPBY_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
     for seed in 0..cases {
         run_case(seed).await;
     }
@@ -137,7 +207,13 @@ async fn unsupported_aggregates_stay_on_datafusion() {
         // Plain string keys: only with `tsjoin.inline_aggregate_all_keys`.
         "SELECT s, sum(v) FROM t GROUP BY s",
     ] {
-        let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+        let plan = ctx
+            .tsjoin_sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
         let text = displayable(plan.as_ref()).indent(true).to_string();
         assert!(!text.contains("InlineAggregateExec"), "{sql}\n{text}");
         assert!(!rows(&ctx, sql).await.is_empty());
@@ -152,11 +228,19 @@ async fn nan_is_the_largest_float() {
     )
     .await
     .unwrap();
-    let got = rows(&ctx, "SELECT k, min(v), max(v), sum(v), count(v) FROM t GROUP BY k ORDER BY k").await;
-    let want: Vec<Vec<String>> = [["1", "2", "NaN", "NaN", "2"], ["2", "NaN", "NaN", "NaN", "2"], ["3", "-1", "-1", "-1", "1"]]
-        .iter()
-        .map(|r| r.iter().map(|s| s.to_string()).collect())
-        .collect();
+    let got = rows(
+        &ctx,
+        "SELECT k, min(v), max(v), sum(v), count(v) FROM t GROUP BY k ORDER BY k",
+    )
+    .await;
+    let want: Vec<Vec<String>> = [
+        ["1", "2", "NaN", "NaN", "2"],
+        ["2", "NaN", "NaN", "NaN", "2"],
+        ["3", "-1", "-1", "-1", "1"],
+    ]
+    .iter()
+    .map(|r| r.iter().map(|s| s.to_string()).collect())
+    .collect();
     assert_eq!(got, want);
 }
 
@@ -164,24 +248,39 @@ async fn nan_is_the_largest_float() {
 async fn over_budget_is_a_clear_error() {
     use datafusion::execution::runtime_env::RuntimeEnvBuilder;
     use datafusion::prelude::SessionConfig;
-    let runtime = RuntimeEnvBuilder::new().with_memory_limit(64 * 1024, 1.0).build_arc().unwrap();
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(64 * 1024, 1.0)
+        .build_arc()
+        .unwrap();
     let state = datafusion::execution::SessionStateBuilder::new()
         .with_config(SessionConfig::new().with_target_partitions(2))
         .with_runtime_env(runtime)
         .with_default_features();
-    let state = datafusion_tsjoin::TsJoinSessionStateBuilderExt::with_tsjoin(state).build();
+    let state =
+        datafusion_tsjoin::TsJoinSessionStateBuilderExt::with_tsjoin(state).build();
     let ctx = SessionContext::new_with_state(state);
     let n = 200_000;
     let batch = RecordBatch::try_new(
-        Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("v", DataType::Int64, false)])),
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+        ])),
         vec![
-            Arc::new(Int64Array::from_iter_values((0..n).map(|i| i * 7919 % 1_000_003))),
+            Arc::new(Int64Array::from_iter_values(
+                (0..n).map(|i| i * 7919 % 1_000_003),
+            )),
             Arc::new(Int64Array::from_iter_values(0..n)),
         ],
     )
     .unwrap();
     ctx.register_batch("t", batch).unwrap();
-    let err = ctx.tsjoin_sql("SELECT k, sum(v) FROM t GROUP BY k").await.unwrap().collect().await.unwrap_err();
+    let err = ctx
+        .tsjoin_sql("SELECT k, sum(v) FROM t GROUP BY k")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("Resources exhausted"), "{err}");
 }
 
@@ -197,20 +296,35 @@ async fn nearly_distinct_keys_past_the_probe_match_datafusion() {
     for (shape, partitions) in [("dense", 2), ("sparse", 3), ("dense", 1)] {
         let keys: Vec<Option<i64>> = (0..n)
             .map(|i| {
-                let base = if rng.random_bool(0.1) { rng.random_range(0..i.max(1)) } else { i };
+                let base = if rng.random_bool(0.1) {
+                    rng.random_range(0..i.max(1))
+                } else {
+                    i
+                };
                 // A permutation of 0..n (dense: 5x wider with the spacing,
                 // so the direct table spans over a million slots) or keys
                 // scattered over the i64 range (sparse).
                 let k = (base * 7919) % n;
-                (!rng.random_bool(0.01)).then_some(if shape == "dense" { k * 5 } else { k.wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64) })
+                (!rng.random_bool(0.01)).then_some(if shape == "dense" {
+                    k * 5
+                } else {
+                    k.wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64)
+                })
             })
             .collect();
-        let values: Vec<Option<i64>> = (0..n).map(|i| (i % 13 != 0).then_some(i % 1000 - 500)).collect();
-        let schema =
-            Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true), Field::new("v", DataType::Int64, true)]));
+        let values: Vec<Option<i64>> = (0..n)
+            .map(|i| (i % 13 != 0).then_some(i % 1000 - 500))
+            .collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
         let batch = RecordBatch::try_new(
             Arc::clone(&schema),
-            vec![Arc::new(Int64Array::from(keys)), Arc::new(Int64Array::from(values))],
+            vec![
+                Arc::new(Int64Array::from(keys)),
+                Arc::new(Int64Array::from(values)),
+            ],
         )
         .unwrap();
         let mut parts: Vec<Vec<RecordBatch>> = vec![vec![]; partitions];
@@ -218,14 +332,22 @@ async fn nearly_distinct_keys_past_the_probe_match_datafusion() {
             parts[c % partitions].push(batch.slice(at, 8192.min(n as usize - at)));
         }
         let ctx = context(2);
-        ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap())).unwrap();
+        ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap()))
+            .unwrap();
         let sql = "SELECT k, count(*), count(v), sum(v), min(v), avg(v) FROM t GROUP BY k ORDER BY k";
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+            .await
+            .unwrap();
         let want = rows(&ctx, sql).await;
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+            .await
+            .unwrap();
         let got = rows(&ctx, sql).await;
         assert!(want.len() > 200_000, "{shape}: {} groups", want.len());
-        assert!(got == want, "{shape}, {partitions} partitions: results differ");
+        assert!(
+            got == want,
+            "{shape}, {partitions} partitions: results differ"
+        );
     }
 }
 
@@ -235,7 +357,10 @@ async fn nearly_distinct_keys_past_the_probe_match_datafusion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_executed_twice_answers_twice() {
     let n = 150_000i64;
-    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("v", DataType::Int64, false)]));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
     let batch = RecordBatch::try_new(
         Arc::clone(&schema),
         vec![
@@ -244,16 +369,35 @@ async fn a_plan_executed_twice_answers_twice() {
         ],
     )
     .unwrap();
-    let parts: Vec<Vec<RecordBatch>> =
-        (0..2).map(|p| (p * 8192..n as usize).step_by(2 * 8192).map(|at| batch.slice(at, 8192.min(n as usize - at))).collect()).collect();
+    let parts: Vec<Vec<RecordBatch>> = (0..2)
+        .map(|p| {
+            (p * 8192..n as usize)
+                .step_by(2 * 8192)
+                .map(|at| batch.slice(at, 8192.min(n as usize - at)))
+                .collect()
+        })
+        .collect();
     let ctx = context(2);
-    ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap())).unwrap();
+    ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap()))
+        .unwrap();
     let df = ctx.tsjoin_sql("SELECT count(*), sum(c), sum(s) FROM (SELECT k, count(*) AS c, sum(v) AS s FROM t GROUP BY k)").await.unwrap();
     let plan = df.create_physical_plan().await.unwrap();
-    assert!(displayable(plan.as_ref()).indent(false).to_string().contains("InlineAggregateExec"));
-    let want = vec![n.to_string(), n.to_string(), ((0..n).map(|i| i % 100).sum::<i64>()).to_string()];
+    assert!(
+        displayable(plan.as_ref())
+            .indent(false)
+            .to_string()
+            .contains("InlineAggregateExec")
+    );
+    let want = vec![
+        n.to_string(),
+        n.to_string(),
+        ((0..n).map(|i| i % 100).sum::<i64>()).to_string(),
+    ];
     for run in 0..2 {
-        let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+        let batches =
+            datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+                .await
+                .unwrap();
         let got: Vec<String> = batches[0].columns().iter().map(|c| cell(c, 0)).collect();
         assert_eq!(got, want, "run {run}");
     }
@@ -263,10 +407,16 @@ async fn a_plan_executed_twice_answers_twice() {
 /// partitions that ran DataFusion's aggregate instead); `None` when the
 /// plan has no inline aggregate.
 fn fallbacks(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
-    let mine = plan
-        .downcast_ref::<InlineAggregateExec>()
-        .map(|e| e.metrics().and_then(|m| m.sum_by_name("fallback")).map_or(0, |v| v.as_usize()));
-    plan.children().into_iter().filter_map(fallbacks).chain(mine).reduce(|a, b| a + b)
+    let mine = plan.downcast_ref::<InlineAggregateExec>().map(|e| {
+        e.metrics()
+            .and_then(|m| m.sum_by_name("fallback"))
+            .map_or(0, |v| v.as_usize())
+    });
+    plan.children()
+        .into_iter()
+        .filter_map(fallbacks)
+        .chain(mine)
+        .reduce(|a, b| a + b)
 }
 
 /// `n` rows of two keys (`a` integer, `b` string) with about `groups`
@@ -281,18 +431,47 @@ fn two_key_table(n: usize, groups: usize, sizes: &[usize]) -> MemTable {
         Field::new("v", DataType::Int64, true),
         Field::new("c", DataType::Int64, true),
     ]));
-    let a = Int64Array::from(pairs.iter().enumerate().map(|(i, &p)| (i % 97 != 0).then_some((p / 7) as i64)).collect::<Vec<_>>());
-    let b = StringArray::from(pairs.iter().enumerate().map(|(i, &p)| (i % 89 != 0).then(|| format!("s{}", p % 7))).collect::<Vec<_>>());
-    let v = Int64Array::from((0..n).map(|i| (i % 13 != 0).then_some(i as i64 % 1000 - 500)).collect::<Vec<_>>());
+    let a = Int64Array::from(
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (i % 97 != 0).then_some((p / 7) as i64))
+            .collect::<Vec<_>>(),
+    );
+    let b = StringArray::from(
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (i % 89 != 0).then(|| format!("s{}", p % 7)))
+            .collect::<Vec<_>>(),
+    );
+    let v = Int64Array::from(
+        (0..n)
+            .map(|i| (i % 13 != 0).then_some(i as i64 % 1000 - 500))
+            .collect::<Vec<_>>(),
+    );
     // A divisor that is zero in one row only (see the error test).
-    let c = Int64Array::from((0..n).map(|i| Some(if i == n - 10 { 0 } else { 1 + i as i64 % 3 })).collect::<Vec<_>>());
-    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(a), Arc::new(b), Arc::new(v), Arc::new(c)]).unwrap();
+    let c = Int64Array::from(
+        (0..n)
+            .map(|i| Some(if i == n - 10 { 0 } else { 1 + i as i64 % 3 }))
+            .collect::<Vec<_>>(),
+    );
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(a), Arc::new(b), Arc::new(v), Arc::new(c)],
+    )
+    .unwrap();
     let total: usize = sizes.iter().sum();
     let (mut parts, mut at, mut shares) = (vec![], 0, 0);
     for &share in sizes {
         shares += share;
         let end = n * shares / total;
-        parts.push((at..end).step_by(8192).map(|s| batch.slice(s, 8192.min(end - s))).collect::<Vec<_>>());
+        parts.push(
+            (at..end)
+                .step_by(8192)
+                .map(|s| batch.slice(s, 8192.min(end - s)))
+                .collect::<Vec<_>>(),
+        );
         at = end;
     }
     MemTable::try_new(schema, parts).unwrap()
@@ -311,19 +490,51 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
     for (groups, many) in [(60, false), (200_000, true), (40_000, true), (6_000, true)] {
         // One target partition plans a single-mode aggregate (the
         // template the fallback replays under), more a partial/final pair.
-        for (sizes, target) in [(&[1][..], 1), (&[1], 2), (&[3, 0, 1, 40], 4), (&[0, 1], 2)] {
+        for (sizes, target) in
+            [(&[1][..], 1), (&[1], 2), (&[3, 0, 1, 40], 4), (&[0, 1], 2)]
+        {
             let ctx = context(target);
-            ctx.register_table("t", Arc::new(two_key_table(n, groups, sizes))).unwrap();
-            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
+            ctx.register_table("t", Arc::new(two_key_table(n, groups, sizes)))
+                .unwrap();
+            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+                .await
+                .unwrap();
             let want = rows(&ctx, sql).await;
-            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
-            let plan = ctx.tsjoin_sql(sql).await.unwrap().create_physical_plan().await.unwrap();
+            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+                .await
+                .unwrap();
+            let plan = ctx
+                .tsjoin_sql(sql)
+                .await
+                .unwrap()
+                .create_physical_plan()
+                .await
+                .unwrap();
             let text = displayable(plan.as_ref()).indent(true).to_string();
-            assert!(text.contains("keys=composite, fallback=hash aggregate when groups are many"), "{text}");
+            assert!(
+                text.contains(
+                    "keys=composite, fallback=hash aggregate when groups are many"
+                ),
+                "{text}"
+            );
             for run in 0..2 {
-                let got = cells(&datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap());
-                let label = format!("{groups} groups, partitions {sizes:?}, target {target}, run {run}");
-                assert!(got == want, "{label}: results differ ({} rows vs {})", got.len(), want.len());
+                let got = cells(
+                    &datafusion::physical_plan::collect(
+                        Arc::clone(&plan),
+                        ctx.task_ctx(),
+                    )
+                    .await
+                    .unwrap(),
+                );
+                let label = format!(
+                    "{groups} groups, partitions {sizes:?}, target {target}, run {run}"
+                );
+                assert!(
+                    got == want,
+                    "{label}: results differ ({} rows vs {})",
+                    got.len(),
+                    want.len()
+                );
                 let fell_back = fallbacks(&plan).expect("an inline aggregate");
                 assert_eq!(fell_back > 0, many, "{label}: fallback metric {fell_back}");
             }
@@ -331,7 +542,10 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
             // made: phase-1 tasks still probing must stay alive until they
             // have handed their input over.
             for run in 0..2 {
-                assert!(rows(&ctx, sql).await == want, "{groups} groups, partitions {sizes:?}, DataFrame run {run}");
+                assert!(
+                    rows(&ctx, sql).await == want,
+                    "{groups} groups, partitions {sizes:?}, DataFrame run {run}"
+                );
             }
         }
     }
@@ -341,16 +555,25 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
 /// whether the run stays inline or falls back; nothing hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_around_the_fallback_decision_are_reported() {
-    for (groups, sizes) in [(60, &[1, 1][..]), (200_000, &[1, 1]), (200_000, &[1, 0, 1]), (60, &[1])] {
+    for (groups, sizes) in [
+        (60, &[1, 1][..]),
+        (200_000, &[1, 1]),
+        (200_000, &[1, 0, 1]),
+        (60, &[1]),
+    ] {
         for (rows_in, zero_at) in [(300_000, "late"), (50_000, "during the probe")] {
             let ctx = context(sizes.len().max(2));
-            ctx.register_table("t", Arc::new(two_key_table(rows_in, groups, sizes))).unwrap();
+            ctx.register_table("t", Arc::new(two_key_table(rows_in, groups, sizes)))
+                .unwrap();
             // `c` is zero in one row near the end of the last partition.
             let sql = "SELECT a, b, count(*), sum(v / c) FROM t GROUP BY a, b";
             let run = async { ctx.tsjoin_sql(sql).await?.collect().await };
-            let result = tokio::time::timeout(std::time::Duration::from_secs(60), run).await;
+            let result =
+                tokio::time::timeout(std::time::Duration::from_secs(60), run).await;
             let label = format!("{groups} groups, partitions {sizes:?}, zero {zero_at}");
-            let err = result.unwrap_or_else(|_| panic!("{label}: hung")).expect_err(&label);
+            let err = result
+                .unwrap_or_else(|_| panic!("{label}: hung"))
+                .expect_err(&label);
             assert!(err.to_string().contains("Divide by zero"), "{label}: {err}");
         }
     }

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn limited_context(bytes: usize) -> SessionContext {
-    let runtime = RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build().unwrap();
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(bytes, 1.0)
+        .build()
+        .unwrap();
     let state = SessionStateBuilder::new()
         .with_config(SessionConfig::new().with_target_partitions(2))
         .with_runtime_env(Arc::new(runtime))
@@ -37,16 +40,34 @@ const QUERY: &str = "SELECT t.ts, count(*), avg(p.v) FROM t WINDOW JOIN p ON p.k
 async fn over_budget_is_a_clear_error() {
     let ctx = limited_context(256 * 1024);
     big_tables(&ctx, 200_000).await;
-    let err = ctx.tsjoin_sql(QUERY).await.unwrap().collect().await.unwrap_err().to_string();
-    assert!(err.contains("Resources exhausted") && err.contains("WindowJoinExec"), "{err}");
+    let err = ctx
+        .tsjoin_sql(QUERY)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Resources exhausted") && err.contains("WindowJoinExec"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
 async fn dropping_the_stream_stops_the_work() {
     let ctx = limited_context(usize::MAX / 2);
     big_tables(&ctx, 300_000).await;
-    let mut stream = ctx.tsjoin_sql(QUERY).await.unwrap().execute_stream().await.unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(60), stream.next()).await.unwrap();
+    let mut stream = ctx
+        .tsjoin_sql(QUERY)
+        .await
+        .unwrap()
+        .execute_stream()
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), stream.next())
+        .await
+        .unwrap();
     assert!(first.unwrap().unwrap().num_rows() > 0);
     drop(stream); // must return promptly and abort the spawned tasks
 }

@@ -30,7 +30,10 @@ impl AsyncDB for TsJoinDb {
         let df = self.ctx.tsjoin_sql(sql).await.map_err(Error)?;
         let is_query = {
             let s = sql.trim_start().to_ascii_lowercase();
-            s.starts_with("select") || s.starts_with("with") || s.starts_with("explain") || s.starts_with('(')
+            s.starts_with("select")
+                || s.starts_with("with")
+                || s.starts_with("explain")
+                || s.starts_with('(')
         };
         let batches = df.collect().await.map_err(Error)?;
         if !is_query {
@@ -44,7 +47,10 @@ impl AsyncDB for TsJoinDb {
                 rows.push(b.columns().iter().map(|c| cell(c, r)).collect());
             }
         }
-        Ok(DBOutput::Rows { types: vec![DefaultColumnType::Any; width], rows })
+        Ok(DBOutput::Rows {
+            types: vec![DefaultColumnType::Any; width],
+            rows,
+        })
     }
 
     async fn shutdown(&mut self) {}
@@ -70,11 +76,21 @@ async fn sqllogictests() {
     let files = slt_files();
     assert!(!files.is_empty());
     let mut failures = vec![];
-    for (partitions, file) in [1usize, 3].iter().flat_map(|p| files.iter().map(move |f| (*p, f))) {
-        let mut runner = sqllogictest::Runner::new(move || async move { Ok(TsJoinDb { ctx: context(partitions) }) });
+    for (partitions, file) in [1usize, 3]
+        .iter()
+        .flat_map(|p| files.iter().map(move |f| (*p, f)))
+    {
+        let mut runner = sqllogictest::Runner::new(move || async move {
+            Ok(TsJoinDb {
+                ctx: context(partitions),
+            })
+        });
         runner.with_column_validator(|_, _| true);
         if let Err(e) = runner.run_file_async(file).await {
-            failures.push(format!("{} (target_partitions={partitions}):\n{e}", file.display()));
+            failures.push(format!(
+                "{} (target_partitions={partitions}):\n{e}",
+                file.display()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 /// A tsjoin session with `partitions` target partitions.
 pub fn context(partitions: usize) -> SessionContext {
-    datafusion_tsjoin::tsjoin_context(SessionConfig::new().with_target_partitions(partitions))
+    datafusion_tsjoin::tsjoin_context(
+        SessionConfig::new().with_target_partitions(partitions),
+    )
 }
 
 /// sqllogictest-style text of one value: NULL, `(empty)`, floats rounded to
@@ -43,7 +45,9 @@ pub fn cell(array: &ArrayRef, row: usize) -> String {
 /// codes (their `dictionary_scan_rows` metric).
 pub fn code_rows(p: &Arc<dyn ExecutionPlan>) -> usize {
     let mine = if p.name() == "InlineAggregateExec" {
-        p.metrics().and_then(|m| m.sum_by_name("dictionary_scan_rows")).map_or(0, |v| v.as_usize())
+        p.metrics()
+            .and_then(|m| m.sum_by_name("dictionary_scan_rows"))
+            .map_or(0, |v| v.as_usize())
     } else {
         0
     };

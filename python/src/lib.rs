@@ -18,7 +18,9 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_plan::SendableRecordBatchStream;
-use datafusion::prelude::{CsvReadOptions, DataFrame, ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion::prelude::{
+    CsvReadOptions, DataFrame, ParquetReadOptions, SessionConfig, SessionContext,
+};
 use datafusion_tsjoin::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
 use futures::{FutureExt, StreamExt};
 use pyo3::create_exception;
@@ -31,9 +33,24 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-create_exception!(_tsjoin, TsJoinError, PyException, "Base class of tsjoin's errors.");
-create_exception!(_tsjoin, SQLError, TsJoinError, "The SQL did not parse or plan (syntax, unknown table or column, types).");
-create_exception!(_tsjoin, ExecutionError, TsJoinError, "The query failed while running (I/O, bad data, memory budget).");
+create_exception!(
+    _tsjoin,
+    TsJoinError,
+    PyException,
+    "Base class of tsjoin's errors."
+);
+create_exception!(
+    _tsjoin,
+    SQLError,
+    TsJoinError,
+    "The SQL did not parse or plan (syntax, unknown table or column, types)."
+);
+create_exception!(
+    _tsjoin,
+    ExecutionError,
+    TsJoinError,
+    "The query failed while running (I/O, bad data, memory budget)."
+);
 
 /// Rows per partition slice when registering in-memory data.
 const SLICE_ROWS: usize = 64 * 1024;
@@ -42,7 +59,11 @@ const SLICE_ROWS: usize = 64 * 1024;
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("tsjoin").build().expect("tokio runtime")
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("tsjoin")
+            .build()
+            .expect("tokio runtime")
     })
 }
 
@@ -83,7 +104,8 @@ where
     loop {
         // (The receiver is not `Sync`: it moves into the GIL-free closure and back.)
         let waiting = rx.take().expect("receiver");
-        let (got, back) = py.detach(move || (waiting.recv_timeout(Duration::from_millis(50)), waiting));
+        let (got, back) =
+            py.detach(move || (waiting.recv_timeout(Duration::from_millis(50)), waiting));
         rx = Some(back);
         match got {
             Ok(Ok(out)) => return Ok(out),
@@ -93,7 +115,9 @@ where
                     .map(String::as_str)
                     .or_else(|| panic.downcast_ref::<&str>().copied())
                     .unwrap_or("unknown panic");
-                return Err(ExecutionError::new_err(format!("internal error (the engine panicked): {what}")));
+                return Err(ExecutionError::new_err(format!(
+                    "internal error (the engine panicked): {what}"
+                )));
             }
             Err(RecvTimeoutError::Timeout) => {
                 if let Err(e) = py.check_signals() {
@@ -101,7 +125,9 @@ where
                     return Err(e);
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => return Err(ExecutionError::new_err("query task ended without a result")),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(ExecutionError::new_err("query task ended without a result"));
+            }
         }
     }
 }
@@ -116,11 +142,17 @@ struct PySessionContext {
 impl PySessionContext {
     #[new]
     #[pyo3(signature = (threads=None, memory_limit=None, settings=None))]
-    fn new(threads: Option<usize>, memory_limit: Option<usize>, settings: Option<HashMap<String, String>>) -> PyResult<Self> {
+    fn new(
+        threads: Option<usize>,
+        memory_limit: Option<usize>,
+        settings: Option<HashMap<String, String>>,
+    ) -> PyResult<Self> {
         let mut config = SessionConfig::new();
         if let Some(n) = threads {
             if n == 0 {
-                return Err(pyo3::exceptions::PyValueError::new_err("threads must be at least 1"));
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "threads must be at least 1",
+                ));
             }
             config = config.with_target_partitions(n);
         }
@@ -134,7 +166,9 @@ impl PySessionContext {
             .with_default_features()
             .with_tsjoin()
             .build();
-        let this = Self { ctx: SessionContext::new_with_state(state) };
+        let this = Self {
+            ctx: SessionContext::new_with_state(state),
+        };
         for (key, value) in settings.unwrap_or_default() {
             this.set(&key, &value)?;
         }
@@ -145,7 +179,11 @@ impl PySessionContext {
     fn set(&self, key: &str, value: &str) -> PyResult<()> {
         let state = self.ctx.state_ref();
         let mut state = state.write();
-        state.config_mut().options_mut().set(key, value).map_err(py_err)
+        state
+            .config_mut()
+            .options_mut()
+            .set(key, value)
+            .map_err(py_err)
     }
 
     /// The value of a session setting, as a string.
@@ -162,17 +200,36 @@ impl PySessionContext {
 
     /// Registers a Parquet file or a directory of Parquet files as `name`.
     #[pyo3(signature = (name, path, timestamp=None))]
-    fn register_parquet(&self, py: Python<'_>, name: &str, path: &str, timestamp: Option<&str>) -> PyResult<()> {
+    fn register_parquet(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        path: &str,
+        timestamp: Option<&str>,
+    ) -> PyResult<()> {
         let (ctx, table, path) = (self.ctx.clone(), name.to_string(), path.to_string());
-        wait(py, async move { ctx.register_parquet(&table, &path, ParquetReadOptions::default()).await })?.map_err(py_err)?;
+        wait(py, async move {
+            ctx.register_parquet(&table, &path, ParquetReadOptions::default())
+                .await
+        })?
+        .map_err(py_err)?;
         self.designate(name, timestamp)
     }
 
     /// Registers a CSV file (with a header) as `name`.
     #[pyo3(signature = (name, path, timestamp=None))]
-    fn register_csv(&self, py: Python<'_>, name: &str, path: &str, timestamp: Option<&str>) -> PyResult<()> {
+    fn register_csv(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        path: &str,
+        timestamp: Option<&str>,
+    ) -> PyResult<()> {
         let (ctx, table, path) = (self.ctx.clone(), name.to_string(), path.to_string());
-        wait(py, async move { ctx.register_csv(&table, &path, CsvReadOptions::new()).await })?.map_err(py_err)?;
+        wait(py, async move {
+            ctx.register_csv(&table, &path, CsvReadOptions::new()).await
+        })?
+        .map_err(py_err)?;
         self.designate(name, timestamp)
     }
 
@@ -180,13 +237,23 @@ impl PySessionContext {
     /// `__arrow_c_stream__` (pyarrow Table or RecordBatchReader, polars
     /// DataFrame, ...). Buffers are shared, not copied.
     #[pyo3(signature = (name, data, timestamp=None))]
-    fn register_arrow(&self, name: &str, data: &Bound<'_, PyAny>, timestamp: Option<&str>) -> PyResult<()> {
+    fn register_arrow(
+        &self,
+        name: &str,
+        data: &Bound<'_, PyAny>,
+        timestamp: Option<&str>,
+    ) -> PyResult<()> {
         let reader = ArrowArrayStreamReader::from_pyarrow_bound(data)?;
         let schema = reader.schema();
-        let batches = reader.collect::<Result<Vec<RecordBatch>, _>>().map_err(arrow_err)?;
-        let partitions = partition(&batches, self.ctx.copied_config().target_partitions());
+        let batches = reader
+            .collect::<Result<Vec<RecordBatch>, _>>()
+            .map_err(arrow_err)?;
+        let partitions =
+            partition(&batches, self.ctx.copied_config().target_partitions());
         let table = MemTable::try_new(schema, partitions).map_err(py_err)?;
-        self.ctx.register_table(name, Arc::new(table)).map_err(py_err)?;
+        self.ctx
+            .register_table(name, Arc::new(table))
+            .map_err(py_err)?;
         self.designate(name, timestamp)
     }
 
@@ -198,14 +265,17 @@ impl PySessionContext {
 
     /// Names the designated timestamp column of a registered table.
     fn set_designated_timestamp(&self, table: &str, column: &str) -> PyResult<()> {
-        self.ctx.set_designated_timestamp(table, column).map_err(py_err)
+        self.ctx
+            .set_designated_timestamp(table, column)
+            .map_err(py_err)
     }
 
     /// Plans `query` (statements separated by `;`; DDL and SET run now).
     fn sql(&self, py: Python<'_>, query: &str) -> PyResult<PyResult_> {
         let ctx = self.ctx.clone();
         let query = query.to_string();
-        let df = wait(py, async move { ctx.tsjoin_sql(&query).await })?.map_err(py_err)?;
+        let df =
+            wait(py, async move { ctx.tsjoin_sql(&query).await })?.map_err(py_err)?;
         Ok(PyResult_ { df })
     }
 
@@ -225,7 +295,10 @@ impl PySessionContext {
 impl PySessionContext {
     fn designate(&self, name: &str, timestamp: Option<&str>) -> PyResult<()> {
         match timestamp {
-            Some(column) => self.ctx.set_designated_timestamp(name, column).map_err(py_err),
+            Some(column) => self
+                .ctx
+                .set_designated_timestamp(name, column)
+                .map_err(py_err),
             None => Ok(()),
         }
     }
@@ -265,23 +338,34 @@ impl PyResult_ {
         let df = self.df.clone();
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let batches = wait(py, async move { df.collect().await })?.map_err(py_err)?;
-        arrow_pyarrow::Table::try_new(batches, schema).map_err(arrow_err)?.into_pyarrow(py)
+        arrow_pyarrow::Table::try_new(batches, schema)
+            .map_err(arrow_err)?
+            .into_pyarrow(py)
     }
 
     /// Runs the query as a stream: a `pyarrow.RecordBatchReader` that
     /// computes batches as they are read.
     fn to_reader<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let df = self.df.clone();
-        let stream = wait(py, async move { df.execute_stream().await })?.map_err(py_err)?;
-        let reader: Box<dyn RecordBatchReader + Send> = Box::new(StreamReader { schema: stream.schema(), stream });
+        let stream =
+            wait(py, async move { df.execute_stream().await })?.map_err(py_err)?;
+        let reader: Box<dyn RecordBatchReader + Send> = Box::new(StreamReader {
+            schema: stream.schema(),
+            stream,
+        });
         reader.into_pyarrow(py)
     }
 
     /// The Arrow PyCapsule stream interface: `pyarrow.table(result)`,
     /// `polars.DataFrame(result)`, DuckDB and others read it directly.
     #[pyo3(signature = (requested_schema=None))]
-    fn __arrow_c_stream__<'py>(&self, py: Python<'py>, requested_schema: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        self.to_reader(py)?.call_method1("__arrow_c_stream__", (requested_schema,))
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.to_reader(py)?
+            .call_method1("__arrow_c_stream__", (requested_schema,))
     }
 
     /// Runs the query; a pandas DataFrame.
@@ -300,12 +384,24 @@ impl PyResult_ {
     #[pyo3(signature = (analyze=false, verbose=false))]
     fn explain(&self, py: Python<'_>, analyze: bool, verbose: bool) -> PyResult<String> {
         let df = self.df.clone();
-        let batches = wait(py, async move { df.explain(verbose, analyze)?.collect().await })?.map_err(py_err)?;
-        Ok(pretty_format_batches(&batches).map_err(arrow_err)?.to_string())
+        let batches = wait(
+            py,
+            async move { df.explain(verbose, analyze)?.collect().await },
+        )?
+        .map_err(py_err)?;
+        Ok(pretty_format_batches(&batches)
+            .map_err(arrow_err)?
+            .to_string())
     }
 
     fn __repr__(&self) -> String {
-        let columns: Vec<String> = self.df.schema().fields().iter().map(|f| format!("{}: {}", f.name(), f.data_type())).collect();
+        let columns: Vec<String> = self
+            .df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| format!("{}: {}", f.name(), f.data_type()))
+            .collect();
         format!("tsjoin.Result({})", columns.join(", "))
     }
 }
@@ -322,8 +418,12 @@ impl Iterator for StreamReader {
 
     fn next(&mut self) -> Option<Self::Item> {
         match runtime().block_on(AssertUnwindSafe(self.stream.next()).catch_unwind()) {
-            Ok(next) => next.map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(e)))),
-            Err(_) => Some(Err(ArrowError::ComputeError("internal error (the engine panicked)".into()))),
+            Ok(next) => {
+                next.map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+            }
+            Err(_) => Some(Err(ArrowError::ComputeError(
+                "internal error (the engine panicked)".into(),
+            ))),
         }
     }
 }

@@ -28,7 +28,10 @@ pub fn install_hook() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "panic".into());
-        let at = info.location().map(|l| format!(" (at {}:{})", l.file(), l.line())).unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" (at {}:{})", l.file(), l.line()))
+            .unwrap_or_default();
         *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{message}{at}"));
     }));
 }
@@ -36,11 +39,17 @@ pub fn install_hook() {
 /// The error for a panic caught by [`contained`] or at the top level.
 pub fn panic_error() -> DataFusionError {
     let last = LAST.lock().unwrap_or_else(|e| e.into_inner()).take();
-    DataFusionError::Execution(format!("internal error: {}", last.as_deref().unwrap_or("panic")))
+    DataFusionError::Execution(format!(
+        "internal error: {}",
+        last.as_deref().unwrap_or("panic")
+    ))
 }
 
 /// Runs `work`, turning a panic inside it (or inside a task it waits on)
 /// into an error.
 pub async fn contained<T>(work: impl Future<Output = Result<T>>) -> Result<T> {
-    AssertUnwindSafe(work).catch_unwind().await.unwrap_or_else(|_| Err(panic_error()))
+    AssertUnwindSafe(work)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| Err(panic_error()))
 }

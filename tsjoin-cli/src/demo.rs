@@ -2,7 +2,10 @@
 //! and the showcase WINDOW JOIN, with its result, EXPLAIN and timing.
 
 use crate::{Format, run_sql, tables};
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::array::{
+    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::error::Result;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -11,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const SYMBOLS: [&str; 20] = [
-    "AAPL", "MSFT", "NVDA", "AMZN", "GOOG", "META", "TSLA", "AVGO", "JPM", "V", "XOM", "UNH", "MA", "PG",
-    "JNJ", "HD", "COST", "ABBV", "MRK", "CVX",
+    "AAPL", "MSFT", "NVDA", "AMZN", "GOOG", "META", "TSLA", "AVGO", "JPM", "V", "XOM",
+    "UNH", "MA", "PG", "JNJ", "HD", "COST", "ABBV", "MRK", "CVX",
 ];
 const FILES: usize = 4;
 /// One trading hour, in microseconds.
@@ -54,14 +57,20 @@ fn base_price(sym: usize) -> f64 {
 /// Row timestamps: evenly spread over the hour with microsecond jitter, ascending.
 fn timestamps(rng: &mut Rng, n: usize) -> Vec<i64> {
     let step = SPAN_US / n.max(1) as i64;
-    let mut ts: Vec<i64> = (0..n as i64).map(|i| START_US + i * step + (rng.next() % step.max(1) as u64) as i64).collect();
+    let mut ts: Vec<i64> = (0..n as i64)
+        .map(|i| START_US + i * step + (rng.next() % step.max(1) as u64) as i64)
+        .collect();
     ts.sort_unstable();
     ts
 }
 
 fn trades_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
         Field::new("symbol", DataType::Utf8, false),
         Field::new("price", DataType::Float64, false),
         Field::new("qty", DataType::Int64, false),
@@ -70,7 +79,11 @@ fn trades_schema() -> SchemaRef {
 
 fn prices_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
         Field::new("sym", DataType::Utf8, false),
         Field::new("bid", DataType::Float64, true),
         Field::new("ask", DataType::Float64, true),
@@ -97,14 +110,21 @@ pub fn generate(dir: &Path, n: usize) -> Result<()> {
     let mut rng = Rng(42);
     let ts = timestamps(&mut rng, n);
     let syms: Vec<usize> = (0..n).map(|_| rng.symbol()).collect();
-    let price: Vec<f64> = syms.iter().map(|&s| (base_price(s) * (1.0 + 0.01 * (rng.unit() - 0.5)) * 100.0).round() / 100.0).collect();
+    let price: Vec<f64> = syms
+        .iter()
+        .map(|&s| {
+            (base_price(s) * (1.0 + 0.01 * (rng.unit() - 0.5)) * 100.0).round() / 100.0
+        })
+        .collect();
     let qty: Vec<i64> = (0..n).map(|_| 1 + (rng.next() % 500) as i64).collect();
     write_files(
         &dir.join("trades"),
         &trades_schema(),
         vec![
             Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("UTC")),
-            Arc::new(StringArray::from_iter_values(syms.iter().map(|&s| SYMBOLS[s]))),
+            Arc::new(StringArray::from_iter_values(
+                syms.iter().map(|&s| SYMBOLS[s]),
+            )),
             Arc::new(Float64Array::from(price)),
             Arc::new(Int64Array::from(qty)),
         ],
@@ -112,16 +132,27 @@ pub fn generate(dir: &Path, n: usize) -> Result<()> {
     let m = 3 * n;
     let ts = timestamps(&mut rng, m);
     let syms: Vec<usize> = (0..m).map(|_| rng.symbol()).collect();
-    let mid: Vec<f64> = syms.iter().map(|&s| base_price(s) * (1.0 + 0.01 * (rng.unit() - 0.5))).collect();
+    let mid: Vec<f64> = syms
+        .iter()
+        .map(|&s| base_price(s) * (1.0 + 0.01 * (rng.unit() - 0.5)))
+        .collect();
     // about 1 quote in 1000 lacks a side
-    let bid: Vec<Option<f64>> = mid.iter().map(|&p| (rng.next() % 1000 != 0).then(|| ((p - 0.01) * 100.0).round() / 100.0)).collect();
-    let ask: Vec<Option<f64>> = mid.iter().map(|&p| (rng.next() % 1000 != 0).then(|| ((p + 0.01) * 100.0).round() / 100.0)).collect();
+    let bid: Vec<Option<f64>> = mid
+        .iter()
+        .map(|&p| (rng.next() % 1000 != 0).then(|| ((p - 0.01) * 100.0).round() / 100.0))
+        .collect();
+    let ask: Vec<Option<f64>> = mid
+        .iter()
+        .map(|&p| (rng.next() % 1000 != 0).then(|| ((p + 0.01) * 100.0).round() / 100.0))
+        .collect();
     write_files(
         &dir.join("prices"),
         &prices_schema(),
         vec![
             Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("UTC")),
-            Arc::new(StringArray::from_iter_values(syms.iter().map(|&s| SYMBOLS[s]))),
+            Arc::new(StringArray::from_iter_values(
+                syms.iter().map(|&s| SYMBOLS[s]),
+            )),
             Arc::new(Float64Array::from(bid)),
             Arc::new(Float64Array::from(ask)),
         ],
@@ -139,10 +170,23 @@ ORDER BY t.ts \
 LIMIT 10";
 
 /// Generates the data (when missing), registers it and runs the showcase.
-pub async fn run(ctx: &SessionContext, dir: Option<PathBuf>, trades: usize) -> Result<()> {
-    let dir = dir.unwrap_or_else(|| std::env::temp_dir().join(format!("tsjoin-demo-{trades}")));
-    if !dir.join("prices").join(format!("part-{}.parquet", FILES - 1)).exists() {
-        eprintln!("generating {trades} trades and {} prices under {} ...", 3 * trades, dir.display());
+pub async fn run(
+    ctx: &SessionContext,
+    dir: Option<PathBuf>,
+    trades: usize,
+) -> Result<()> {
+    let dir =
+        dir.unwrap_or_else(|| std::env::temp_dir().join(format!("tsjoin-demo-{trades}")));
+    if !dir
+        .join("prices")
+        .join(format!("part-{}.parquet", FILES - 1))
+        .exists()
+    {
+        eprintln!(
+            "generating {trades} trades and {} prices under {} ...",
+            3 * trades,
+            dir.display()
+        );
         generate(&dir, trades)?;
     }
     tables::register(ctx, "trades", &dir.join("trades").to_string_lossy()).await?;

@@ -39,7 +39,13 @@ fn tune_allocator() {
     // of memory: pages are backed when touched); failure leaves the defaults.
     unsafe {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-        libmimalloc_sys::mi_reserve_os_memory_ex(4 << 30, false, true, false, std::ptr::null_mut());
+        libmimalloc_sys::mi_reserve_os_memory_ex(
+            4 << 30,
+            false,
+            true,
+            false,
+            std::ptr::null_mut(),
+        );
     }
 }
 
@@ -108,15 +114,19 @@ pub enum Format {
 fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
-    let threads = cli.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = cli
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()
         .build()
         .expect("tokio runtime");
     contain::install_hook();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(run(cli, threads))))
-        .unwrap_or_else(|_| Err(contain::panic_error()));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(run(cli, threads))
+    }))
+    .unwrap_or_else(|_| Err(contain::panic_error()));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -136,7 +146,10 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
     let sql = match (&cli.command, &cli.file) {
         (Some(c), _) => Some(c.clone()),
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
-            datafusion::error::DataFusionError::Execution(format!("cannot read {}: {e}", f.display()))
+            datafusion::error::DataFusionError::Execution(format!(
+                "cannot read {}: {e}",
+                f.display()
+            ))
         })?),
         (None, None) => None,
     };
@@ -148,10 +161,17 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
 
 /// Runs `sql` (each statement in turn), printing every query's result;
 /// the first error stops the rest. Ctrl-C cancels the running statement.
-pub async fn run_sql(ctx: &SessionContext, sql: &str, format: Format, timing: bool) -> Result<()> {
+pub async fn run_sql(
+    ctx: &SessionContext,
+    sql: &str,
+    format: Format,
+    timing: bool,
+) -> Result<()> {
     let statements = parse_sql(ctx, sql).await?;
     if statements.is_empty() {
-        return Err(datafusion::error::DataFusionError::Plan("no SQL statement given".into()));
+        return Err(datafusion::error::DataFusionError::Plan(
+            "no SQL statement given".into(),
+        ));
     }
     for st in statements {
         let start = Instant::now();

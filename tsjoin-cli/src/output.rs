@@ -12,14 +12,18 @@ pub fn print(schema: &Schema, batches: &[RecordBatch], format: Format) -> Result
     match format {
         Format::Table => {
             let table = if batches.is_empty() {
-                arrow::util::pretty::pretty_format_batches(&[RecordBatch::new_empty(schema.clone().into())])?
+                arrow::util::pretty::pretty_format_batches(&[RecordBatch::new_empty(
+                    schema.clone().into(),
+                )])?
             } else {
                 arrow::util::pretty::pretty_format_batches(batches)?
             };
             writeln!(out, "{table}")?;
         }
         Format::Csv => {
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut out);
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(&mut out);
             if batches.is_empty() {
                 w.write(&RecordBatch::new_empty(schema.clone().into()))?;
             }

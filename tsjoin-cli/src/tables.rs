@@ -1,7 +1,9 @@
 //! Registering files and directories as tables.
 
 use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{CsvReadOptions, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
@@ -15,7 +17,11 @@ fn split_pair<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
 }
 
 /// Registers every `NAME=PATH` table and `NAME=COLUMN` designated timestamp.
-pub async fn register_all(ctx: &SessionContext, tables: &[String], timestamps: &[String]) -> Result<()> {
+pub async fn register_all(
+    ctx: &SessionContext,
+    tables: &[String],
+    timestamps: &[String],
+) -> Result<()> {
     for t in tables {
         let (name, path) = split_pair(t, "--table NAME=PATH")?;
         register(ctx, name, path).await?;
@@ -26,7 +32,9 @@ pub async fn register_all(ctx: &SessionContext, tables: &[String], timestamps: &
             DataFusionError::Plan(format!("--timestamp {t}: no table named {name}"))
         })?;
         if provider.schema().field_with_name(column).is_err() {
-            return Err(DataFusionError::Plan(format!("--timestamp {t}: table {name} has no column {column}")));
+            return Err(DataFusionError::Plan(format!(
+                "--timestamp {t}: table {name} has no column {column}"
+            )));
         }
         ctx.set_designated_timestamp(name, column)?;
     }
@@ -37,11 +45,16 @@ pub async fn register_all(ctx: &SessionContext, tables: &[String], timestamps: &
 pub async fn register(ctx: &SessionContext, name: &str, path: &str) -> Result<()> {
     let p = Path::new(path);
     if !p.exists() {
-        return Err(DataFusionError::Plan(format!("table {name}: no such file or directory: {path}")));
+        return Err(DataFusionError::Plan(format!(
+            "table {name}: no such file or directory: {path}"
+        )));
     }
-    let is_csv = p.is_file() && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    let is_csv =
+        p.is_file() && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
     if is_csv {
-        return ctx.register_csv(name, path, CsvReadOptions::new().has_header(true)).await;
+        return ctx
+            .register_csv(name, path, CsvReadOptions::new().has_header(true))
+            .await;
     }
     check_footers(p).map_err(|e| DataFusionError::Plan(format!("table {name}: {e}")))?;
     let url = ListingTableUrl::parse(std::fs::canonicalize(p)?.to_string_lossy())?;
@@ -58,7 +71,11 @@ pub async fn register(ctx: &SessionContext, name: &str, path: &str) -> Result<()
         .await?
         .infer_schema(&state)
         .await
-        .map_err(|e| DataFusionError::Plan(format!("table {name}: cannot read {path} as Parquet: {e}")))?;
+        .map_err(|e| {
+            DataFusionError::Plan(format!(
+                "table {name}: cannot read {path} as Parquet: {e}"
+            ))
+        })?;
     ctx.register_table(name, Arc::new(ListingTable::try_new(config)?))?;
     Ok(())
 }
@@ -80,16 +97,22 @@ fn check_footers(path: &Path) -> std::io::Result<()> {
     }
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
-    let corrupt = |why: String| Error::other(format!("corrupt Parquet file {}: {why}", path.display()));
+    let corrupt = |why: String| {
+        Error::other(format!("corrupt Parquet file {}: {why}", path.display()))
+    };
     if len < 12 {
-        return Err(corrupt(format!("{len} bytes, shorter than Parquet's header and footer")));
+        return Err(corrupt(format!(
+            "{len} bytes, shorter than Parquet's header and footer"
+        )));
     }
     let mut tail = [0u8; 8];
     file.seek(SeekFrom::End(-8))?;
     file.read_exact(&mut tail)?;
     let metadata = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
     if &tail[4..] == b"PAR1" && metadata + 12 > len {
-        return Err(corrupt(format!("the footer gives {metadata} bytes of metadata in a file of {len} bytes")));
+        return Err(corrupt(format!(
+            "the footer gives {metadata} bytes of metadata in a file of {len} bytes"
+        )));
     }
     Ok(())
 }

@@ -25,7 +25,10 @@ fn demo_generates_data_and_runs_the_showcase() {
     let d = dir.path().to_str().unwrap();
     let (ok, out, err) = run(&["demo", "--dir", d, "--trades", "2000"]);
     assert!(ok, "{err}");
-    assert!(out.contains("WindowJoinExec: on=[(symbol@1, sym@1)]"), "{out}");
+    assert!(
+        out.contains("WindowJoinExec: on=[(symbol@1, sym@1)]"),
+        "{out}"
+    );
     assert!(out.contains("| 2000   |"), "{out}");
     assert!(err.contains("row(s) in"), "{err}");
 
@@ -35,11 +38,23 @@ fn demo_generates_data_and_runs_the_showcase() {
     let sql = "SELECT t.symbol, count(*) AS n FROM trades t WINDOW JOIN prices p ON p.sym = t.symbol \
                RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING EXCLUDE PREVAILING \
                ORDER BY t.ts LIMIT 3";
-    let (ok, csv, err) = run(&["-t", &trades, "-t", &prices, "--timestamp", "trades=ts", "--format", "csv", "-c", sql]);
+    let (ok, csv, err) = run(&[
+        "-t",
+        &trades,
+        "-t",
+        &prices,
+        "--timestamp",
+        "trades=ts",
+        "--format",
+        "csv",
+        "-c",
+        sql,
+    ]);
     assert!(ok, "{err}");
     assert_eq!(csv.lines().next(), Some("symbol,n"));
     assert_eq!(csv.lines().count(), 4);
-    let (ok, json, err) = run(&["-t", &trades, "-t", &prices, "--format", "json", "-c", sql]);
+    let (ok, json, err) =
+        run(&["-t", &trades, "-t", &prices, "--format", "json", "-c", sql]);
     assert!(ok, "{err}");
     assert!(json.trim_start().starts_with("[{\"symbol\":"), "{json}");
 }
@@ -48,7 +63,11 @@ fn demo_generates_data_and_runs_the_showcase() {
 fn sql_file_and_csv_tables() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("q.csv");
-    std::fs::write(&csv, "ts,sym,v\n2024-01-01T00:00:00,A,1\n2024-01-01T00:00:01,A,2\n").unwrap();
+    std::fs::write(
+        &csv,
+        "ts,sym,v\n2024-01-01T00:00:00,A,1\n2024-01-01T00:00:01,A,2\n",
+    )
+    .unwrap();
     let file = dir.path().join("q.sql");
     std::fs::write(
         &file,
@@ -57,7 +76,8 @@ fn sql_file_and_csv_tables() {
     )
     .unwrap();
     let t = format!("q={}", csv.display());
-    let (ok, out, err) = run(&["-t", &t, "-f", file.to_str().unwrap(), "--format", "csv"]);
+    let (ok, out, err) =
+        run(&["-t", &t, "-f", file.to_str().unwrap(), "--format", "csv"]);
     assert!(ok, "{err}");
     assert_eq!(out, "v,s\n1,1\n2,3\n");
 }
@@ -72,7 +92,10 @@ fn failures_print_one_line_and_exit_non_zero() {
     // with SQL (no pre-check) reports the panic as an error.
     let garbage = dir.path().join("garbage.parquet");
     std::fs::write(&garbage, b"PAR1garbagePAR1").unwrap();
-    let external = format!("CREATE EXTERNAL TABLE g STORED AS PARQUET LOCATION '{}'", garbage.display());
+    let external = format!(
+        "CREATE EXTERNAL TABLE g STORED AS PARQUET LOCATION '{}'",
+        garbage.display()
+    );
     let cases = [
         vec!["-t".into(), format!("x={}", dir.path().display()), "-c".into(), "SELECT 1".into()],
         vec!["-c".into(), external],
@@ -91,7 +114,10 @@ fn failures_print_one_line_and_exit_non_zero() {
         assert!(!err.contains("panicked"), "{err}");
     }
     let (_, _, err) = run(&["-t", &format!("x={}", garbage.display()), "-c", "SELECT 1"]);
-    assert!(err.contains("corrupt Parquet file") && err.contains("15 bytes"), "{err}");
+    assert!(
+        err.contains("corrupt Parquet file") && err.contains("15 bytes"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -134,7 +160,12 @@ fn every_statement_of_a_script_prints_its_result() {
     assert!(ok, "{err}");
     assert_eq!(out, "n\n3\ns\n6\nv\nx;y\n");
     assert_eq!(err.matches("row(s) in").count(), 4, "{err}");
-    let (ok, out, err) = run(&["--format", "csv", "-c", "SELECT 1 AS a; SELECT * FROM missing; SELECT 2 AS b"]);
+    let (ok, out, err) = run(&[
+        "--format",
+        "csv",
+        "-c",
+        "SELECT 1 AS a; SELECT * FROM missing; SELECT 2 AS b",
+    ]);
     assert!(!ok);
     assert_eq!(out, "a\n1\n");
     assert!(err.contains("missing"), "{err}");

@@ -7,7 +7,9 @@
 //! departures). Deterministic for a seed and a row count.
 
 use crate::generate::{Rng, Zipf};
-use datafusion::arrow::array::{ArrayRef, Int16Builder, Int32Builder, Int64Builder, StringBuilder, UInt16Builder};
+use datafusion::arrow::array::{
+    ArrayRef, Int16Builder, Int32Builder, Int64Builder, StringBuilder, UInt16Builder,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::Result;
@@ -72,8 +74,14 @@ pub fn hits_schema() -> SchemaRef {
 /// Counters with a fixed share of the rows (the hot ones of the real data,
 /// Q27) and, for counter 62 (Q36–Q42), a floor so its OFFSET queries have
 /// enough groups at small scales.
-const HOT_COUNTERS: [(i32, f64); 6] =
-    [(3922, 0.085), (199_550, 0.071), (122_612, 0.036), (233_773, 0.029), (245_438, 0.025), (COUNTER_62, 0.0075)];
+const HOT_COUNTERS: [(i32, f64); 6] = [
+    (3922, 0.085),
+    (199_550, 0.071),
+    (122_612, 0.036),
+    (233_773, 0.029),
+    (245_438, 0.025),
+    (COUNTER_62, 0.0075),
+];
 /// Regions and their shares (Q8, Q9); the rest spread over 2,000 ids.
 const HOT_REGIONS: [(i32, f64); 10] = [
     (229, 0.183),
@@ -134,8 +142,10 @@ const SITES: [&str; 12] = [
     "odnoklassniki.ru",
     "korablitz.ru",
 ];
-const SYLLABLES: [&str; 16] =
-    ["ка", "ро", "ми", "на", "ст", "ле", "во", "ту", "pro", "net", "de", "ma", "ri", "ko", "sa", "te"];
+const SYLLABLES: [&str; 16] = [
+    "ка", "ро", "ми", "на", "ст", "ле", "во", "ту", "pro", "net", "de", "ma", "ri", "ko",
+    "sa", "te",
+];
 const WIDTHS: [i16; 7] = [1368, 1638, 1996, 1087, 1750, 1917, 2038];
 
 /// One visitor.
@@ -174,12 +184,20 @@ pub fn generate_hits(dir: &Path, rows: u64, seed: u64) -> Result<()> {
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(256 * 1024))
         .build();
-    let mut single = ArrowWriter::try_new(std::fs::File::create(dir.join("hits.parquet"))?, Arc::clone(&schema), Some(props.clone()))?;
+    let mut single = ArrowWriter::try_new(
+        std::fs::File::create(dir.join("hits.parquet"))?,
+        Arc::clone(&schema),
+        Some(props.clone()),
+    )?;
     let per_file = rows.div_ceil(PARTITIONS as u64).max(1);
     let mut rows_iter = RowGen::new(&sessions, &users, rows, seed);
     for f in 0..PARTITIONS as u64 {
         let path = dir.join("partitioned").join(format!("hits_{f}.parquet"));
-        let mut w = ArrowWriter::try_new(std::fs::File::create(&path)?, Arc::clone(&schema), Some(props.clone()))?;
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&path)?,
+            Arc::clone(&schema),
+            Some(props.clone()),
+        )?;
         let mut left = per_file.min(rows.saturating_sub(f * per_file));
         while left > 0 {
             let n = left.min(64 * 1024) as usize;
@@ -202,7 +220,8 @@ fn marker(rows: u64, seed: u64) -> String {
 
 /// True when `dir` holds a complete table of `rows` rows made with `seed`.
 pub fn is_generated(dir: &Path, rows: u64, seed: u64) -> bool {
-    std::fs::read_to_string(dir.join("rows")).is_ok_and(|s| s.trim() == marker(rows, seed))
+    std::fs::read_to_string(dir.join("rows"))
+        .is_ok_and(|s| s.trim() == marker(rows, seed))
 }
 
 fn users(rows: u64, seed: u64) -> Vec<User> {
@@ -224,20 +243,30 @@ fn users(rows: u64, seed: u64) -> Vec<User> {
             }
             let phone = if rng.unit() < 0.02 {
                 let (u, mut acc) = (rng.unit(), 0.0);
-                (PHONE_MODELS.iter().position(|m| {
-                    acc += m.2;
-                    u < acc
-                })
-                .unwrap_or(0)
+                (PHONE_MODELS
+                    .iter()
+                    .position(|m| {
+                        acc += m.2;
+                        u < acc
+                    })
+                    .unwrap_or(0)
                     + 1) as u8
             } else {
                 0
             };
             User {
-                id: if i == 0 { PLANTED_USER } else { rng.next_u64() as i64 },
+                id: if i == 0 {
+                    PLANTED_USER
+                } else {
+                    rng.next_u64() as i64
+                },
                 region: region.unwrap_or_else(|| 300 + regions.sample(&mut rng) as i32),
                 ip: (ips.sample(&mut rng) as u32).wrapping_mul(2_654_435_761) as i32,
-                width: if rng.unit() < 0.6 { WIDTHS[(rng.next_u64() % 7) as usize] } else { 800 + (rng.next_u64() % 1500) as i16 },
+                width: if rng.unit() < 0.6 {
+                    WIDTHS[(rng.next_u64() % 7) as usize]
+                } else {
+                    800 + (rng.next_u64() % 1500) as i16
+                },
                 phone,
             }
         })
@@ -258,7 +287,14 @@ fn sessions(rows: u64, seed: u64) -> Vec<Session> {
     let mut out = Vec::with_capacity((rows / 5) as usize);
     let mut made = 0u64;
     // The planted user: 4 hits.
-    out.push(Session { counter: 1, day: FIRST_DAY + 3, user: 0, start: 40_000, hits: 4, seed: rng.next_u64() });
+    out.push(Session {
+        counter: 1,
+        day: FIRST_DAY + 3,
+        user: 0,
+        start: 40_000,
+        hits: 4,
+        seed: rng.next_u64(),
+    });
     made += 4;
     while made < rows {
         let u = rng.unit();
@@ -277,7 +313,11 @@ fn sessions(rows: u64, seed: u64) -> Vec<Session> {
         }
         let counter = counter.unwrap_or_else(|| 1000 + others.sample(&mut rng) as i32);
         // 20 % of sessions come from a heavy-tailed set of frequent users.
-        let user = if rng.unit() < 0.2 { heavy.sample(&mut rng) as u32 + 1 } else { 1 + (rng.next_u64() % (users - 1)) as u32 };
+        let user = if rng.unit() < 0.2 {
+            heavy.sample(&mut rng) as u32 + 1
+        } else {
+            1 + (rng.next_u64() % (users - 1)) as u32
+        };
         let hits = (1.0 + (-rng.unit().max(1e-12).ln()) * 4.67) as u32;
         let hits = hits.min((rows - made) as u32).max(1);
         out.push(Session {
@@ -326,14 +366,21 @@ impl<'a> RowGen<'a> {
 
     /// The next `n` rows as a batch.
     fn batch(&mut self, schema: &SchemaRef, n: usize) -> Result<RecordBatch> {
-        let mut cols: Vec<Builder> = schema.fields().iter().map(|f| Builder::new(f.name(), f.data_type(), n)).collect();
+        let mut cols: Vec<Builder> = schema
+            .fields()
+            .iter()
+            .map(|f| Builder::new(f.name(), f.data_type(), n))
+            .collect();
         for _ in 0..n {
             let hit = self.next_hit();
             for c in &mut cols {
                 c.push(&hit);
             }
         }
-        Ok(RecordBatch::try_new(Arc::clone(schema), cols.into_iter().map(Builder::finish).collect())?)
+        Ok(RecordBatch::try_new(
+            Arc::clone(schema),
+            cols.into_iter().map(Builder::finish).collect(),
+        )?)
     }
 
     fn next_hit(&mut self) -> Hit {
@@ -350,14 +397,27 @@ impl<'a> RowGen<'a> {
         let rng = &mut self.rng;
         // Per session: one search phrase (13 % of sessions), one engine.
         let mut sr = Rng::new(s.seed);
-        let phrase = if sr.unit() < 0.132 { phrase(self.phrases.sample(&mut sr)) } else { String::new() };
-        let engine: i16 = if phrase.is_empty() { 0 } else if sr.unit() < 0.72 { 2 } else { 3 };
+        let phrase = if sr.unit() < 0.132 {
+            phrase(self.phrases.sample(&mut sr))
+        } else {
+            String::new()
+        };
+        let engine: i16 = if phrase.is_empty() {
+            0
+        } else if sr.unit() < 0.72 {
+            2
+        } else {
+            3
+        };
         let site = SITES[(s.counter as usize * 7) % SITES.len()];
         let url_rank = self.urls.sample(rng);
         let url = if rng.unit() < 0.004 {
             String::new()
         } else if rng.unit() < 0.0005 {
-            format!("http://www.google.ru/search?q={}", phrase_or(&phrase, url_rank))
+            format!(
+                "http://www.google.ru/search?q={}",
+                phrase_or(&phrase, url_rank)
+            )
         } else if url_rank == 0 {
             "http://kinopoisk.ru".to_string()
         } else {
@@ -369,28 +429,58 @@ impl<'a> RowGen<'a> {
             "http://www.yandex.ru/clck/jsredir?from=www.yandex.ru;search".to_string()
         } else if rng.unit() < 0.65 {
             // (Scale floor: one referer domain keeps more than 100,000 rows for Q28.)
-            let rank = if rng.unit() < self.referer_floor { 0 } else { self.referers.sample(rng) };
-            format!("http://{}{}/{}", if rank % 3 == 0 { "www." } else { "" }, SITES[rank % SITES.len()], word(rank as u64 * 31 + 7, 3))
+            let rank = if rng.unit() < self.referer_floor {
+                0
+            } else {
+                self.referers.sample(rng)
+            };
+            format!(
+                "http://{}{}/{}",
+                if rank % 3 == 0 { "www." } else { "" },
+                SITES[rank % SITES.len()],
+                word(rank as u64 * 31 + 7, 3)
+            )
         } else {
             String::new()
         };
-        let adv = if rng.unit() < 0.0063 { adv_engine(rng) } else { 0 };
+        let adv = if rng.unit() < 0.0063 {
+            adv_engine(rng)
+        } else {
+            0
+        };
         let (model, phone) = match user.phone {
             0 => ("", 0),
-            p => (PHONE_MODELS[p as usize - 1].0, PHONE_MODELS[p as usize - 1].1),
+            p => (
+                PHONE_MODELS[p as usize - 1].0,
+                PHONE_MODELS[p as usize - 1].1,
+            ),
         };
-        let time = (s.day as i64) * 86_400 - 4 * 3600 + s.start as i64 + k as i64 * (5 + (r.next_u64() % 60) as i64);
+        let time = (s.day as i64) * 86_400 - 4 * 3600
+            + s.start as i64
+            + k as i64 * (5 + (r.next_u64() % 60) as i64);
         Hit {
             watch_id: r.next_u64() as i64,
-            title: if url.is_empty() { String::new() } else { title(url_rank, rng) },
+            title: if url.is_empty() {
+                String::new()
+            } else {
+                title(url_rank, rng)
+            },
             event_time: time,
             event_date: s.day,
             counter: s.counter,
             client_ip: user.ip,
             region: user.region,
             user_id: user.id,
-            url_hash: if plant_url { PLANTED_URL_HASH } else { hash(&url) },
-            referer_hash: if plant_referer { PLANTED_REFERER_HASH } else { hash(&referer) },
+            url_hash: if plant_url {
+                PLANTED_URL_HASH
+            } else {
+                hash(&url)
+            },
+            referer_hash: if plant_referer {
+                PLANTED_REFERER_HASH
+            } else {
+                hash(&referer)
+            },
             url,
             referer,
             is_refresh: (rng.unit() < 0.12) as i16,
@@ -458,34 +548,52 @@ fn adv_engine(rng: &mut Rng) -> i16 {
 /// as the obfuscated data mixes them).
 fn word(k: u64, n: usize) -> String {
     let mut r = Rng::new(k);
-    (0..n).map(|_| SYLLABLES[(r.next_u64() % SYLLABLES.len() as u64) as usize]).collect()
+    (0..n)
+        .map(|_| SYLLABLES[(r.next_u64() % SYLLABLES.len() as u64) as usize])
+        .collect()
 }
 
 fn phrase(rank: usize) -> String {
     let mut r = Rng::new(rank as u64 ^ 0x9A);
     let words = 1 + (r.next_u64() % 3) as usize;
-    (0..words).map(|i| word(rank as u64 * 3 + i as u64, 2 + (r.next_u64() % 3) as usize)).collect::<Vec<_>>().join(" ")
+    (0..words)
+        .map(|i| word(rank as u64 * 3 + i as u64, 2 + (r.next_u64() % 3) as usize))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn phrase_or(phrase: &str, rank: usize) -> String {
-    if phrase.is_empty() { word(rank as u64, 3) } else { phrase.replace(' ', "+") }
+    if phrase.is_empty() {
+        word(rank as u64, 3)
+    } else {
+        phrase.replace(' ', "+")
+    }
 }
 
 /// A URL on `site`, about 90 bytes with percent-encoded parts.
 fn url(site: &str, rank: usize, r: &mut Rng) -> String {
     let path = word(rank as u64, 3);
-    let tail: String = (0..(8 + r.next_u64() % 10)).map(|_| format!("%D{:X}", r.next_u64() % 16)).collect();
+    let tail: String = (0..(8 + r.next_u64() % 10))
+        .map(|_| format!("%D{:X}", r.next_u64() % 16))
+        .collect();
     format!("http://{site}/{path}/{rank}.html?{tail}")
 }
 
 fn title(rank: usize, rng: &mut Rng) -> String {
     let brand = if rng.unit() < 0.001 { " - Google" } else { "" };
-    format!("{} {} - {}{brand}", word(rank as u64 ^ 0x7, 3), word(rank as u64 ^ 0x8, 2), word(rank as u64 % 97, 2))
+    format!(
+        "{} {} - {}{brand}",
+        word(rank as u64 ^ 0x7, 3),
+        word(rank as u64 ^ 0x8, 2),
+        word(rank as u64 % 97, 2)
+    )
 }
 
 /// A stable 64-bit hash of a string (`URLHash`, `RefererHash`).
 fn hash(s: &str) -> i64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) as i64
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    }) as i64
 }
 
 /// One column being filled.
@@ -500,55 +608,77 @@ enum Builder {
 impl Builder {
     fn new(name: &str, t: &DataType, n: usize) -> Self {
         match t {
-            DataType::Int16 => Builder::I16(Int16Builder::with_capacity(n), match name {
-                "IsRefresh" => |h| h.is_refresh,
-                "ResolutionWidth" => |h| h.width,
-                "MobilePhone" => |h| h.phone,
-                "TraficSourceID" => |h| h.trafic,
-                "SearchEngineID" => |h| h.engine,
-                "AdvEngineID" => |h| h.adv,
-                "WindowClientWidth" => |h| h.win_w,
-                "WindowClientHeight" => |h| h.win_h,
-                "IsLink" => |h| h.is_link,
-                "IsDownload" => |h| h.is_download,
-                "DontCountHits" => |h| h.dont_count,
-                "ResolutionHeight" => |h| (h.width as i32 * 9 / 16) as i16,
-                "ResolutionDepth" => |_| 24,
-                "JavaEnable" | "CookieEnable" | "JavascriptEnable" | "GoodEvent" => |h| (h.noise % 10 != 0) as i16,
-                "IsMobile" => |h| (h.phone != 0) as i16,
-                "Age" => |h| (h.noise % 6 * 10) as i16,
-                "Sex" => |h| (h.noise % 3) as i16,
-                _ => |h| ((h.noise >> 8) % 4) as i16,
-            }),
-            DataType::Int32 => Builder::I32(Int32Builder::with_capacity(n), match name {
-                "CounterID" => |h| h.counter,
-                "ClientIP" => |h| h.client_ip,
-                "RegionID" => |h| h.region,
-                "RemoteIP" => |h| h.client_ip ^ 0x5555,
-                _ => |h| ((h.noise >> 16) % 1000) as i32,
-            }),
-            DataType::Int64 => Builder::I64(Int64Builder::with_capacity(n), match name {
-                "WatchID" => |h| h.watch_id,
-                "EventTime" | "ClientEventTime" => |h| h.event_time,
-                "LocalEventTime" => |h| h.event_time + 4 * 3600,
-                "UserID" | "FUniqID" => |h| h.user_id,
-                "URLHash" => |h| h.url_hash,
-                "RefererHash" => |h| h.referer_hash,
-                _ => |_| 0,
-            }),
-            DataType::UInt16 => Builder::U16(UInt16Builder::with_capacity(n), |h| h.event_date),
-            _ => Builder::Str(StringBuilder::with_capacity(n, n * 8), match name {
-                "Title" => |h| &h.title,
-                "URL" | "OriginalURL" => |h| &h.url,
-                "Referer" => |h| &h.referer,
-                "MobilePhoneModel" => |h| h.model,
-                "SearchPhrase" => |h| &h.phrase,
-                "BrowserLanguage" => |h| if h.noise % 5 == 0 { "en" } else { "ru" },
-                "BrowserCountry" => |h| if h.noise % 7 == 0 { "ua" } else { "ru" },
-                "HitColor" => |h| ["5", "D", "E"][(h.noise % 3) as usize],
-                "PageCharset" => |h| if h.noise % 4 == 0 { "utf-8" } else { "windows-1251" },
-                _ => |_| "",
-            }),
+            DataType::Int16 => Builder::I16(
+                Int16Builder::with_capacity(n),
+                match name {
+                    "IsRefresh" => |h| h.is_refresh,
+                    "ResolutionWidth" => |h| h.width,
+                    "MobilePhone" => |h| h.phone,
+                    "TraficSourceID" => |h| h.trafic,
+                    "SearchEngineID" => |h| h.engine,
+                    "AdvEngineID" => |h| h.adv,
+                    "WindowClientWidth" => |h| h.win_w,
+                    "WindowClientHeight" => |h| h.win_h,
+                    "IsLink" => |h| h.is_link,
+                    "IsDownload" => |h| h.is_download,
+                    "DontCountHits" => |h| h.dont_count,
+                    "ResolutionHeight" => |h| (h.width as i32 * 9 / 16) as i16,
+                    "ResolutionDepth" => |_| 24,
+                    "JavaEnable" | "CookieEnable" | "JavascriptEnable" | "GoodEvent" => {
+                        |h| (h.noise % 10 != 0) as i16
+                    }
+                    "IsMobile" => |h| (h.phone != 0) as i16,
+                    "Age" => |h| (h.noise % 6 * 10) as i16,
+                    "Sex" => |h| (h.noise % 3) as i16,
+                    _ => |h| ((h.noise >> 8) % 4) as i16,
+                },
+            ),
+            DataType::Int32 => Builder::I32(
+                Int32Builder::with_capacity(n),
+                match name {
+                    "CounterID" => |h| h.counter,
+                    "ClientIP" => |h| h.client_ip,
+                    "RegionID" => |h| h.region,
+                    "RemoteIP" => |h| h.client_ip ^ 0x5555,
+                    _ => |h| ((h.noise >> 16) % 1000) as i32,
+                },
+            ),
+            DataType::Int64 => Builder::I64(
+                Int64Builder::with_capacity(n),
+                match name {
+                    "WatchID" => |h| h.watch_id,
+                    "EventTime" | "ClientEventTime" => |h| h.event_time,
+                    "LocalEventTime" => |h| h.event_time + 4 * 3600,
+                    "UserID" | "FUniqID" => |h| h.user_id,
+                    "URLHash" => |h| h.url_hash,
+                    "RefererHash" => |h| h.referer_hash,
+                    _ => |_| 0,
+                },
+            ),
+            DataType::UInt16 => {
+                Builder::U16(UInt16Builder::with_capacity(n), |h| h.event_date)
+            }
+            _ => Builder::Str(
+                StringBuilder::with_capacity(n, n * 8),
+                match name {
+                    "Title" => |h| &h.title,
+                    "URL" | "OriginalURL" => |h| &h.url,
+                    "Referer" => |h| &h.referer,
+                    "MobilePhoneModel" => |h| h.model,
+                    "SearchPhrase" => |h| &h.phrase,
+                    "BrowserLanguage" => |h| if h.noise % 5 == 0 { "en" } else { "ru" },
+                    "BrowserCountry" => |h| if h.noise % 7 == 0 { "ua" } else { "ru" },
+                    "HitColor" => |h| ["5", "D", "E"][(h.noise % 3) as usize],
+                    "PageCharset" => |h| {
+                        if h.noise % 4 == 0 {
+                            "utf-8"
+                        } else {
+                            "windows-1251"
+                        }
+                    },
+                    _ => |_| "",
+                },
+            ),
         }
     }
 

@@ -18,16 +18,27 @@ pub const QUERIES: &str = include_str!("../../clickbench/queries.sql");
 
 /// The queries as a list.
 pub fn queries() -> Vec<&'static str> {
-    QUERIES.lines().map(str::trim).filter(|l| !l.is_empty()).collect()
+    QUERIES
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// A session over the generated files as ClickBench's DataFusion entry
 /// sets it up (`hits_raw` over the Parquet files, `hits` a view that turns
 /// the day number `EventDate` into a DATE), with tsjoin's optimizations on
 /// or off.
-pub async fn session(files: &Path, threads: usize, tsjoin: bool) -> Result<SessionContext> {
-    let ctx = datafusion_tsjoin::tsjoin_context(SessionConfig::new().with_target_partitions(threads));
-    ctx.tsjoin_sql(&format!("SET tsjoin.inline_aggregate = {tsjoin}")).await?;
+pub async fn session(
+    files: &Path,
+    threads: usize,
+    tsjoin: bool,
+) -> Result<SessionContext> {
+    let ctx = datafusion_tsjoin::tsjoin_context(
+        SessionConfig::new().with_target_partitions(threads),
+    );
+    ctx.tsjoin_sql(&format!("SET tsjoin.inline_aggregate = {tsjoin}"))
+        .await?;
     let location = files.to_str().expect("utf-8 path");
     for sql in [
         format!("CREATE EXTERNAL TABLE hits_raw STORED AS PARQUET LOCATION '{location}' OPTIONS ('binary_as_string' 'true')"),
@@ -53,8 +64,16 @@ impl QueryRuns {
     /// ClickBench's hot time: the best run after the first (the only run
     /// when there is one); `None` when any of those runs failed.
     pub fn hot(&self) -> Option<f64> {
-        let warm = if self.times.len() > 1 { &self.times[1..] } else { &self.times[..] };
-        warm.iter().copied().collect::<Option<Vec<f64>>>()?.into_iter().reduce(f64::min)
+        let warm = if self.times.len() > 1 {
+            &self.times[1..]
+        } else {
+            &self.times[..]
+        };
+        warm.iter()
+            .copied()
+            .collect::<Option<Vec<f64>>>()?
+            .into_iter()
+            .reduce(f64::min)
     }
 }
 
@@ -69,17 +88,31 @@ const SKIPPED: &str = "skipped";
 /// a query alone in a row would pay for the memory the query needs to grow
 /// into while the next one reuses it, and its hot runs would be measured
 /// against the other's.
-pub async fn run_all(ctxs: &[SessionContext], runs: usize, only: Option<&[usize]>) -> Vec<Vec<QueryRuns>> {
+pub async fn run_all(
+    ctxs: &[SessionContext],
+    runs: usize,
+    only: Option<&[usize]>,
+) -> Vec<Vec<QueryRuns>> {
     let mut out: Vec<Vec<QueryRuns>> = ctxs.iter().map(|_| vec![]).collect();
     for (i, q) in queries().into_iter().enumerate() {
         if only.is_some_and(|o| !o.contains(&i)) {
             for o in &mut out {
-                o.push(QueryRuns { times: vec![None; runs], rows: None, error: Some(SKIPPED.into()) });
+                o.push(QueryRuns {
+                    times: vec![None; runs],
+                    rows: None,
+                    error: Some(SKIPPED.into()),
+                });
             }
             continue;
         }
-        let mut results: Vec<QueryRuns> =
-            ctxs.iter().map(|_| QueryRuns { times: vec![], rows: None, error: None }).collect();
+        let mut results: Vec<QueryRuns> = ctxs
+            .iter()
+            .map(|_| QueryRuns {
+                times: vec![],
+                rows: None,
+                error: None,
+            })
+            .collect();
         for _ in 0..runs {
             for turn in 0..ctxs.len() {
                 let c = (i + turn) % ctxs.len();
@@ -97,11 +130,13 @@ pub async fn run_all(ctxs: &[SessionContext], runs: usize, only: Option<&[usize]
 /// One run of query `q` on `ctx`, recorded in `r`.
 async fn run_once(ctx: &SessionContext, q: &str, r: &mut QueryRuns) {
     let start = Instant::now();
-    let got: Result<Vec<RecordBatch>> = async { ctx.tsjoin_sql(q).await?.collect().await }.await;
+    let got: Result<Vec<RecordBatch>> =
+        async { ctx.tsjoin_sql(q).await?.collect().await }.await;
     match got {
         Ok(batches) => {
             r.times.push(Some(start.elapsed().as_secs_f64()));
-            r.rows.get_or_insert(batches.iter().map(|b| b.num_rows()).sum());
+            r.rows
+                .get_or_insert(batches.iter().map(|b| b.num_rows()).sum());
         }
         Err(e) => {
             eprintln!("clickbench: error: {e}");
@@ -112,7 +147,14 @@ async fn run_once(ctx: &SessionContext, q: &str, r: &mut QueryRuns) {
 }
 
 /// A result file in ClickBench's format.
-pub fn result_json(system: &str, machine: &str, tags: &[&str], data_size: u64, runs: &[QueryRuns], comment: &str) -> Value {
+pub fn result_json(
+    system: &str,
+    machine: &str,
+    tags: &[&str],
+    data_size: u64,
+    runs: &[QueryRuns],
+    comment: &str,
+) -> Value {
     let round = |t: &Option<f64>| t.map(|t| (t * 1000.0).round() / 1000.0);
     json!({
         "system": system,
@@ -134,7 +176,9 @@ pub fn result_json(system: &str, machine: &str, tags: &[&str], data_size: u64, r
 
 /// Today's date (UTC), `YYYY-MM-DD`.
 pub fn today() -> String {
-    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
     // Civil from days (Howard Hinnant's algorithm).
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -161,7 +205,9 @@ pub fn ratio(t: Option<f64>, base: f64, penalty: f64) -> f64 {
 pub fn summary(configs: &[(String, Vec<QueryRuns>)], header: &str) -> String {
     let qs = queries();
     let (first, base_runs) = &configs[0];
-    let penalty = |runs: &[QueryRuns]| 2.0 * runs.iter().filter_map(QueryRuns::hot).fold(300.0, f64::max);
+    let penalty = |runs: &[QueryRuns]| {
+        2.0 * runs.iter().filter_map(QueryRuns::hot).fold(300.0, f64::max)
+    };
     // Queries left out by `--only` are neither shown nor counted as failed.
     let skipped = |r: &QueryRuns| r.error.as_deref() == Some(SKIPPED);
     let mut rows: Vec<(usize, f64)> = (0..qs.len())
@@ -179,8 +225,19 @@ pub fn summary(configs: &[(String, Vec<QueryRuns>)], header: &str) -> String {
         })
         .collect();
     rows.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut md = format!("{header}\n\n| query | {} | rows | ", configs.iter().map(|c| c.0.as_str()).collect::<Vec<_>>().join(" | "));
-    md += &configs[1..].iter().map(|c| format!("{} / {first}", c.0)).collect::<Vec<_>>().join(" | ");
+    let mut md = format!(
+        "{header}\n\n| query | {} | rows | ",
+        configs
+            .iter()
+            .map(|c| c.0.as_str())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    md += &configs[1..]
+        .iter()
+        .map(|c| format!("{} / {first}", c.0))
+        .collect::<Vec<_>>()
+        .join(" | ");
     md += " |\n|---|";
     md += &"---|".repeat(configs.len() * 2);
     md += "\n";
@@ -193,7 +250,10 @@ pub fn summary(configs: &[(String, Vec<QueryRuns>)], header: &str) -> String {
                 None => " failed |".to_string(),
             };
         }
-        md += &format!(" {} |", base_runs[*i].rows.map_or("–".into(), |r| r.to_string()));
+        md += &format!(
+            " {} |",
+            base_runs[*i].rows.map_or("–".into(), |r| r.to_string())
+        );
         for (_, runs) in &configs[1..] {
             md += &match (runs[*i].hot(), base_runs[*i].hot()) {
                 (Some(t), Some(b)) => format!(" {:.2}x |", (0.010 + t) / (0.010 + b)),
@@ -203,16 +263,36 @@ pub fn summary(configs: &[(String, Vec<QueryRuns>)], header: &str) -> String {
         md += "\n";
     }
     md += "\n| configuration | total hot (s) | total cold (s) | failed | geometric mean of ClickBench ratios (hot; 1 = fastest on every query) |\n|---|---|---|---|---|\n";
-    let best: Vec<f64> =
-        (0..qs.len()).map(|i| configs.iter().filter_map(|(_, r)| r[i].hot()).fold(f64::INFINITY, f64::min)).collect();
+    let best: Vec<f64> = (0..qs.len())
+        .map(|i| {
+            configs
+                .iter()
+                .filter_map(|(_, r)| r[i].hot())
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
     for (name, runs) in configs {
         let hot: f64 = runs.iter().filter_map(QueryRuns::hot).sum();
-        let cold: f64 = runs.iter().filter_map(|r| r.times.first().copied().flatten()).sum();
-        let failed = runs.iter().filter(|r| r.hot().is_none() && !skipped(r)).count();
+        let cold: f64 = runs
+            .iter()
+            .filter_map(|r| r.times.first().copied().flatten())
+            .sum();
+        let failed = runs
+            .iter()
+            .filter(|r| r.hot().is_none() && !skipped(r))
+            .count();
         let p = penalty(runs);
-        let logs: f64 = runs.iter().zip(&best).filter(|(_, b)| b.is_finite()).map(|(r, &b)| ratio(r.hot(), b, p).ln()).sum();
+        let logs: f64 = runs
+            .iter()
+            .zip(&best)
+            .filter(|(_, b)| b.is_finite())
+            .map(|(r, &b)| ratio(r.hot(), b, p).ln())
+            .sum();
         let n = best.iter().filter(|b| b.is_finite()).count().max(1);
-        md += &format!("| {name} | {hot:.3} | {cold:.3} | {failed} | {:.3} |\n", (logs / n as f64).exp());
+        md += &format!(
+            "| {name} | {hot:.3} | {cold:.3} | {failed} | {:.3} |\n",
+            (logs / n as f64).exp()
+        );
     }
     md
 }
@@ -226,7 +306,12 @@ mod tests {
 
     fn sorted_lines(batches: &[RecordBatch]) -> Vec<String> {
         let text = pretty_format_batches(batches).expect("format").to_string();
-        let mut lines: Vec<String> = text.lines().skip(3).filter(|l| !l.starts_with('+')).map(String::from).collect();
+        let mut lines: Vec<String> = text
+            .lines()
+            .skip(3)
+            .filter(|l| !l.starts_with('+'))
+            .map(String::from)
+            .collect();
         lines.sort();
         lines
     }
@@ -254,24 +339,48 @@ mod tests {
         assert!(generate::is_generated(dir.path(), generate::MIN_ROWS, 1));
         assert!(!generate::is_generated(dir.path(), generate::MIN_ROWS, 2));
         let files = dir.path().join("partitioned");
-        assert_eq!(std::fs::read_dir(&files).unwrap().count(), generate::PARTITIONS);
+        assert_eq!(
+            std::fs::read_dir(&files).unwrap().count(),
+            generate::PARTITIONS
+        );
         let ours = session(&files, 2, true).await.unwrap();
-        let theirs = session(&dir.path().join("hits.parquet"), 2, false).await.unwrap();
+        let theirs = session(&dir.path().join("hits.parquet"), 2, false)
+            .await
+            .unwrap();
         let qs = queries();
         assert_eq!(qs.len(), 43);
         for (i, q) in qs.iter().enumerate() {
-            let a = ours.tsjoin_sql(q).await.unwrap().collect().await.unwrap_or_else(|e| panic!("Q{i}: {e}"));
+            let a = ours
+                .tsjoin_sql(q)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap_or_else(|e| panic!("Q{i}: {e}"));
             let rows: usize = a.iter().map(|b| b.num_rows()).sum();
             assert!(rows > 0, "Q{i} returned no rows: {q}");
             if q.starts_with("SELECT COUNT(*) FROM") {
-                let n = a.iter().find(|b| b.num_rows() > 0).unwrap().column(0).as_primitive::<Int64Type>().value(0);
+                let n = a
+                    .iter()
+                    .find(|b| b.num_rows() > 0)
+                    .unwrap()
+                    .column(0)
+                    .as_primitive::<Int64Type>()
+                    .value(0);
                 assert!(n > 0, "Q{i} counted nothing: {q}");
             }
             let b = theirs.tsjoin_sql(q).await.unwrap().collect().await.unwrap();
-            assert_eq!(rows, b.iter().map(|b| b.num_rows()).sum::<usize>(), "Q{i}: row counts differ");
+            assert_eq!(
+                rows,
+                b.iter().map(|b| b.num_rows()).sum::<usize>(),
+                "Q{i}: row counts differ"
+            );
             if !q.contains("LIMIT") {
                 let (a, b) = (sorted_lines(&a), sorted_lines(&b));
-                assert!(a.iter().zip(&b).all(|(a, b)| same_row(a, b)), "Q{i}: answers differ: {q}\n{a:?}\n{b:?}");
+                assert!(
+                    a.iter().zip(&b).all(|(a, b)| same_row(a, b)),
+                    "Q{i}: answers differ: {q}\n{a:?}\n{b:?}"
+                );
             }
         }
         // Plausibility beyond "some rows": the shapes the queries rely on.
@@ -284,8 +393,12 @@ mod tests {
         };
         let total = generate::MIN_ROWS as i64;
         // SearchPhrase is mostly empty (about 87% in the real data).
-        let empty_phrase = one("SELECT count(*) FROM hits WHERE \"SearchPhrase\" = ''").await;
-        assert!(empty_phrase > total * 3 / 4 && empty_phrase < total * 19 / 20, "{empty_phrase}");
+        let empty_phrase =
+            one("SELECT count(*) FROM hits WHERE \"SearchPhrase\" = ''").await;
+        assert!(
+            empty_phrase > total * 3 / 4 && empty_phrase < total * 19 / 20,
+            "{empty_phrase}"
+        );
         // AdvEngineID is 0 on almost every row.
         let adv = one("SELECT count(*) FROM hits WHERE \"AdvEngineID\" <> 0").await;
         assert!(adv > 0 && adv < total / 10, "{adv}");

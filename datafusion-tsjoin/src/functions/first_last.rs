@@ -8,7 +8,9 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
+};
 use std::sync::Arc;
 
 /// One of the four positional aggregates.
@@ -22,7 +24,12 @@ pub struct FirstLast {
 
 impl FirstLast {
     fn new(name: &'static str, last: bool, skip_nulls: bool) -> Self {
-        Self { name, last, skip_nulls, signature: Signature::any(1, Volatility::Immutable) }
+        Self {
+            name,
+            last,
+            skip_nulls,
+            signature: Signature::any(1, Volatility::Immutable),
+        }
     }
 }
 
@@ -69,8 +76,16 @@ impl AggregateUDFImpl for FirstLast {
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(vec![
-            Arc::new(Field::new(format!("{}[value]", args.name), args.return_type().clone(), true)),
-            Arc::new(Field::new(format!("{}[set]", args.name), DataType::Boolean, false)),
+            Arc::new(Field::new(
+                format!("{}[value]", args.name),
+                args.return_type().clone(),
+                true,
+            )),
+            Arc::new(Field::new(
+                format!("{}[set]", args.name),
+                DataType::Boolean,
+                false,
+            )),
         ])
     }
 }
@@ -120,7 +135,10 @@ impl Accumulator for FirstLastAccumulator {
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![self.value.clone(), ScalarValue::Boolean(Some(self.set))])
+        Ok(vec![
+            self.value.clone(),
+            ScalarValue::Boolean(Some(self.set)),
+        ])
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {

@@ -12,11 +12,15 @@
 //! keep the input type. For floats NaN is the largest value (arrow's order):
 //! `max` is NaN when any input is, `min` only when all are.
 
-use datafusion::arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray,
+};
 use datafusion::arrow::buffer::{Buffer, NullBuffer, ScalarBuffer};
-use datafusion::arrow::datatypes::ArrowNativeType;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type, Int64Type, UInt64Type};
+use datafusion::arrow::datatypes::ArrowNativeType;
+use datafusion::arrow::datatypes::{
+    DataType, FieldRef, Float64Type, Int64Type, UInt64Type,
+};
 use datafusion::common::{Result, internal_err};
 use datafusion::physical_plan::PhysicalExpr;
 use std::sync::Arc;
@@ -53,7 +57,11 @@ impl AggFn {
 
     /// The function [`Self::name`] names.
     pub fn from_encoded(name: &str) -> Option<Self> {
-        if name == "count_star" { Some(AggFn::CountStar) } else { Self::from_name(name) }
+        if name == "count_star" {
+            Some(AggFn::CountStar)
+        } else {
+            Self::from_name(name)
+        }
     }
 
     /// The function for a DataFusion aggregate name, if supported.
@@ -95,8 +103,12 @@ impl Domain {
     /// The domain of a numeric input type.
     pub fn of(t: &DataType) -> Option<Self> {
         Some(match t {
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => Domain::Int,
-            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => Domain::UInt,
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                Domain::Int
+            }
+            DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+                Domain::UInt
+            }
             DataType::Float16 | DataType::Float32 | DataType::Float64 => Domain::Float,
             _ => return None,
         })
@@ -121,7 +133,9 @@ pub fn supported(fun: AggFn, input: Option<&DataType>, output: &DataType) -> boo
 }
 
 /// A binary fold over one domain.
-pub(crate) trait Fold: ArrowNativeType + Copy + Default + Send + Sync + 'static {
+pub(crate) trait Fold:
+    ArrowNativeType + Copy + Default + Send + Sync + 'static
+{
     type Arrow: ArrowPrimitiveType<Native = Self>;
     fn sum(a: Self, b: Self) -> Self;
     fn min(a: Self, b: Self) -> Self;
@@ -201,7 +215,11 @@ pub(crate) struct Folded<T> {
 
 impl<T: Fold> Folded<T> {
     fn new(op: AggFn) -> Self {
-        Self { op, values: vec![], valid: None }
+        Self {
+            op,
+            values: vec![],
+            valid: None,
+        }
     }
 
     fn start(&self) -> T {
@@ -238,7 +256,14 @@ impl<T: Fold> Folded<T> {
 /// `vals[ids[i]] = f(vals[ids[i]], x[i])` for every non-NULL row `i`.
 /// `zero` is `f`'s identity (`None`: `f` is idempotent, as min and max).
 #[inline(always)]
-fn fold_rows<T: Copy>(vals: &mut [T], ids: &[u32], x: &[T], nulls: Option<&NullBuffer>, zero: Option<T>, f: impl Fn(T, T) -> T) {
+fn fold_rows<T: Copy>(
+    vals: &mut [T],
+    ids: &[u32],
+    x: &[T],
+    nulls: Option<&NullBuffer>,
+    zero: Option<T>,
+    f: impl Fn(T, T) -> T,
+) {
     match nulls {
         None if use_lanes(vals.len(), ids.len()) => fold_lanes(vals, ids, x, zero, f),
         None => {
@@ -271,7 +296,13 @@ const LANE_GROUPS: usize = 256;
 /// [`fold_rows`] without NULLs over four independent copies of the state,
 /// row `i` into copy `i % 4`, merged at the end: with few groups, one copy
 /// makes each update wait for the previous update of the same slot.
-fn fold_lanes<T: Copy>(vals: &mut [T], ids: &[u32], x: &[T], zero: Option<T>, f: impl Fn(T, T) -> T) {
+fn fold_lanes<T: Copy>(
+    vals: &mut [T],
+    ids: &[u32],
+    x: &[T],
+    zero: Option<T>,
+    f: impl Fn(T, T) -> T,
+) {
     let n = vals.len();
     let mut lanes: Vec<T> = Vec::with_capacity(3 * n);
     for _ in 0..3 {
@@ -330,7 +361,12 @@ pub(crate) fn count_ids(ids: &[u32], counts: &mut [u64]) {
 /// Keeps non-NULL counts per group, `None` while they equal the group row
 /// counts: materialised (as the counts, which include this batch, less its
 /// NULLs) at the first batch with a NULL, then counted row by row.
-fn count_valid(valid: &mut Option<Vec<u64>>, ids: &[u32], nulls: Option<&NullBuffer>, counts: &[u64]) {
+fn count_valid(
+    valid: &mut Option<Vec<u64>>,
+    ids: &[u32],
+    nulls: Option<&NullBuffer>,
+    counts: &[u64],
+) {
     match (valid.as_mut(), nulls) {
         (None, None) => {}
         (None, Some(n)) => {
@@ -354,7 +390,10 @@ fn count_valid(valid: &mut Option<Vec<u64>>, ids: &[u32], nulls: Option<&NullBuf
 /// Counts as an `Int64Array`, without a copy (a count fits an `i64`).
 pub(crate) fn counts_array(counts: Vec<u64>) -> ArrayRef {
     let len = counts.len();
-    Arc::new(Int64Array::new(ScalarBuffer::new(Buffer::from_vec(counts), 0, len), None))
+    Arc::new(Int64Array::new(
+        ScalarBuffer::new(Buffer::from_vec(counts), 0, len),
+        None,
+    ))
 }
 
 /// The state of one aggregate over every group of a partial or final
@@ -381,7 +420,12 @@ impl State {
         let domain = match (agg.fun, input.and_then(Domain::of)) {
             (AggFn::Avg, Some(_)) => Domain::Float,
             (_, Some(d)) => d,
-            (_, None) => return internal_err!("inline aggregate: unsupported input {input:?} for {:?}", agg.fun),
+            (_, None) => {
+                return internal_err!(
+                    "inline aggregate: unsupported input {input:?} for {:?}",
+                    agg.fun
+                );
+            }
         };
         Ok(match domain {
             Domain::Int => State::Int(Folded::new(op)),
@@ -393,16 +437,38 @@ impl State {
     /// Folds one batch in: `ids` are the rows' groups, `arg` the argument
     /// evaluated over the batch, `counts` the group row counts including
     /// this batch.
-    pub(crate) fn update(&mut self, ids: &[u32], arg: Option<&ArrayRef>, counts: &[u64]) -> Result<()> {
+    pub(crate) fn update(
+        &mut self,
+        ids: &[u32],
+        arg: Option<&ArrayRef>,
+        counts: &[u64],
+    ) -> Result<()> {
         match self {
             State::CountStar => {}
             State::Count(valid) => {
                 let nulls = arg.expect("count has an argument").logical_nulls();
-                count_valid(valid, ids, nulls.as_ref().filter(|n| n.null_count() > 0), counts);
+                count_valid(
+                    valid,
+                    ids,
+                    nulls.as_ref().filter(|n| n.null_count() > 0),
+                    counts,
+                );
             }
-            State::Int(f) => f.update(ids, cast(arg.expect("argument"), &DataType::Int64)?.as_primitive(), counts),
-            State::UInt(f) => f.update(ids, cast(arg.expect("argument"), &DataType::UInt64)?.as_primitive(), counts),
-            State::Float(f) => f.update(ids, cast(arg.expect("argument"), &DataType::Float64)?.as_primitive(), counts),
+            State::Int(f) => f.update(
+                ids,
+                cast(arg.expect("argument"), &DataType::Int64)?.as_primitive(),
+                counts,
+            ),
+            State::UInt(f) => f.update(
+                ids,
+                cast(arg.expect("argument"), &DataType::UInt64)?.as_primitive(),
+                counts,
+            ),
+            State::Float(f) => f.update(
+                ids,
+                cast(arg.expect("argument"), &DataType::Float64)?.as_primitive(),
+                counts,
+            ),
         }
         Ok(())
     }
@@ -410,8 +476,22 @@ impl State {
     /// Folds groups `from` of `other` (whose group counts are
     /// `other_counts`) into groups `to` of this state, whose group counts
     /// (`counts`) already include them.
-    pub(crate) fn merge(&mut self, other: &State, from: &[u32], to: &[u32], other_counts: &[u64], counts: &[u64]) {
-        fn valid_into(mine: &mut Option<Vec<u64>>, theirs: &Option<Vec<u64>>, from: &[u32], to: &[u32], other_counts: &[u64], counts: &[u64]) {
+    pub(crate) fn merge(
+        &mut self,
+        other: &State,
+        from: &[u32],
+        to: &[u32],
+        other_counts: &[u64],
+        counts: &[u64],
+    ) {
+        fn valid_into(
+            mine: &mut Option<Vec<u64>>,
+            theirs: &Option<Vec<u64>>,
+            from: &[u32],
+            to: &[u32],
+            other_counts: &[u64],
+            counts: &[u64],
+        ) {
             if mine.is_none() && theirs.is_none() {
                 return;
             }
@@ -425,25 +505,59 @@ impl State {
             });
             v.resize(counts.len(), 0);
             for (&f, &t) in from.iter().zip(to) {
-                v[t as usize] += theirs.as_ref().map_or(other_counts[f as usize], |o| o[f as usize]);
+                v[t as usize] += theirs
+                    .as_ref()
+                    .map_or(other_counts[f as usize], |o| o[f as usize]);
             }
         }
-        fn fold<T: Fold>(mine: &mut Folded<T>, theirs: &Folded<T>, from: &[u32], to: &[u32], other_counts: &[u64], counts: &[u64]) {
+        fn fold<T: Fold>(
+            mine: &mut Folded<T>,
+            theirs: &Folded<T>,
+            from: &[u32],
+            to: &[u32],
+            other_counts: &[u64],
+            counts: &[u64],
+        ) {
             mine.grow(counts.len());
-            let gathered: Vec<T> = from.iter().map(|&a| theirs.values[a as usize]).collect();
+            let gathered: Vec<T> =
+                from.iter().map(|&a| theirs.values[a as usize]).collect();
             match mine.op {
-                AggFn::Min => fold_rows(&mut mine.values, to, &gathered, None, None, T::min),
-                AggFn::Max => fold_rows(&mut mine.values, to, &gathered, None, None, T::max),
-                _ => fold_rows(&mut mine.values, to, &gathered, None, Some(T::default()), T::sum),
+                AggFn::Min => {
+                    fold_rows(&mut mine.values, to, &gathered, None, None, T::min)
+                }
+                AggFn::Max => {
+                    fold_rows(&mut mine.values, to, &gathered, None, None, T::max)
+                }
+                _ => fold_rows(
+                    &mut mine.values,
+                    to,
+                    &gathered,
+                    None,
+                    Some(T::default()),
+                    T::sum,
+                ),
             }
-            valid_into(&mut mine.valid, &theirs.valid, from, to, other_counts, counts);
+            valid_into(
+                &mut mine.valid,
+                &theirs.valid,
+                from,
+                to,
+                other_counts,
+                counts,
+            );
         }
         match (self, other) {
             (State::CountStar, State::CountStar) => {}
-            (State::Count(mine), State::Count(theirs)) => valid_into(mine, theirs, from, to, other_counts, counts),
+            (State::Count(mine), State::Count(theirs)) => {
+                valid_into(mine, theirs, from, to, other_counts, counts)
+            }
             (State::Int(a), State::Int(b)) => fold(a, b, from, to, other_counts, counts),
-            (State::UInt(a), State::UInt(b)) => fold(a, b, from, to, other_counts, counts),
-            (State::Float(a), State::Float(b)) => fold(a, b, from, to, other_counts, counts),
+            (State::UInt(a), State::UInt(b)) => {
+                fold(a, b, from, to, other_counts, counts)
+            }
+            (State::Float(a), State::Float(b)) => {
+                fold(a, b, from, to, other_counts, counts)
+            }
             _ => unreachable!("states of one aggregate have one kind"),
         }
     }
@@ -451,15 +565,27 @@ impl State {
     /// The aggregate's values for groups `0..counts.len()`, typed as `agg`'s
     /// output field.
     pub(crate) fn evaluate(self, agg: &InlineAgg, counts: &[u64]) -> Result<ArrayRef> {
-        fn folded<T: Fold>(f: Folded<T>, agg: &InlineAgg, counts: &[u64]) -> Result<ArrayRef> {
+        fn folded<T: Fold>(
+            f: Folded<T>,
+            agg: &InlineAgg,
+            counts: &[u64],
+        ) -> Result<ArrayRef> {
             // Every group has a row, so without a NULL input every group
             // has a value.
-            let nulls = f.valid.as_ref().map(|v| NullBuffer::from(v[..counts.len()].iter().map(|&n| n > 0).collect::<Vec<_>>()));
+            let nulls = f.valid.as_ref().map(|v| {
+                NullBuffer::from(
+                    v[..counts.len()].iter().map(|&n| n > 0).collect::<Vec<_>>(),
+                )
+            });
             let mut values = f.values;
             values.truncate(counts.len());
             let array: ArrayRef = if agg.fun == AggFn::Avg {
                 let valid = f.valid.as_deref().unwrap_or(counts);
-                let avg: Vec<f64> = values.iter().zip(valid).map(|(&s, &n)| s.to_f64() / n.max(1) as f64).collect();
+                let avg: Vec<f64> = values
+                    .iter()
+                    .zip(valid)
+                    .map(|(&s, &n)| s.to_f64() / n.max(1) as f64)
+                    .collect();
                 Arc::new(PrimitiveArray::<Float64Type>::new(avg.into(), nulls))
             } else {
                 Arc::new(PrimitiveArray::<T::Arrow>::new(values.into(), nulls))
@@ -468,7 +594,9 @@ impl State {
         }
         match self {
             State::CountStar => Ok(counts_array(counts.to_vec())),
-            State::Count(valid) => Ok(counts_array(valid.unwrap_or_else(|| counts.to_vec()))),
+            State::Count(valid) => {
+                Ok(counts_array(valid.unwrap_or_else(|| counts.to_vec())))
+            }
             State::Int(f) => folded(f, agg, counts),
             State::UInt(f) => folded(f, agg, counts),
             State::Float(f) => folded(f, agg, counts),
@@ -495,7 +623,8 @@ impl State {
     /// Bytes held.
     pub(crate) fn memory_size(&self) -> usize {
         fn size<T>(f: &Folded<T>) -> usize {
-            f.values.capacity() * std::mem::size_of::<T>() + f.valid.as_ref().map_or(0, |v| v.capacity() * 8)
+            f.values.capacity() * std::mem::size_of::<T>()
+                + f.valid.as_ref().map_or(0, |v| v.capacity() * 8)
         }
         match self {
             State::CountStar => 0,
@@ -517,23 +646,32 @@ mod tests {
     fn lanes_agree_with_one_lane() {
         let mut seed = 7u64;
         let mut next = move || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             seed >> 33
         };
         for groups in [1usize, 3, 10, 255, 256, 257, 1000] {
             for rows in [0usize, 5, 1023, 4 * groups + 3, 10_001] {
-                let ids: Vec<u32> = (0..rows).map(|_| (next() % groups as u64) as u32).collect();
+                let ids: Vec<u32> =
+                    (0..rows).map(|_| (next() % groups as u64) as u32).collect();
                 let x: Vec<i64> = (0..rows).map(|_| next() as i64 - (1 << 30)).collect();
                 let mut counts = vec![1u64; groups];
                 count_ids(&ids, &mut counts);
                 let mut want = vec![1u64; groups];
                 ids.iter().for_each(|&g| want[g as usize] += 1);
                 assert_eq!(counts, want, "{groups} groups, {rows} rows");
-                for (zero, f) in [(Some(0i64), i64::wrapping_add as fn(i64, i64) -> i64), (None, std::cmp::min::<i64>), (None, std::cmp::max::<i64>)] {
+                for (zero, f) in [
+                    (Some(0i64), i64::wrapping_add as fn(i64, i64) -> i64),
+                    (None, std::cmp::min::<i64>),
+                    (None, std::cmp::max::<i64>),
+                ] {
                     let mut got = vec![5i64; groups];
                     fold_rows(&mut got, &ids, &x, None, zero, f);
                     let mut want = vec![5i64; groups];
-                    ids.iter().zip(&x).for_each(|(&g, &v)| want[g as usize] = f(want[g as usize], v));
+                    ids.iter()
+                        .zip(&x)
+                        .for_each(|(&g, &v)| want[g as usize] = f(want[g as usize], v));
                     assert_eq!(got, want, "{groups} groups, {rows} rows");
                 }
             }

@@ -36,8 +36,15 @@ impl PairTable {
     /// Makes room for `a < a_len` and `b < b_len`; false when that needs
     /// more than [`MAX_PAIR_SLOTS`].
     fn prepare(&mut self, a_len: usize, b_len: usize) -> bool {
-        let shift = b_len.max(1).next_power_of_two().trailing_zeros().max(self.shift);
-        let a_cap = a_len.max(1).next_power_of_two().max(self.slots.len() >> self.shift);
+        let shift = b_len
+            .max(1)
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(self.shift);
+        let a_cap = a_len
+            .max(1)
+            .next_power_of_two()
+            .max(self.slots.len() >> self.shift);
         let size = a_cap << shift;
         if size > MAX_PAIR_SLOTS {
             return false;
@@ -108,15 +115,28 @@ impl Composite {
 
     /// Bytes held.
     pub(crate) fn memory_size(&self) -> usize {
-        self.columns.iter().map(GroupKeys::memory_size).sum::<usize>()
-            + self.levels.iter().map(|l| l.slots.capacity() * 4 + l.pairs.capacity() * 8).sum::<usize>()
+        self.columns
+            .iter()
+            .map(GroupKeys::memory_size)
+            .sum::<usize>()
+            + self
+                .levels
+                .iter()
+                .map(|l| l.slots.capacity() * 4 + l.pairs.capacity() * 8)
+                .sum::<usize>()
             + self.scratch.iter().map(|c| c.capacity() * 4).sum::<usize>()
     }
 
     /// Each row's group id and, when `counts` is given, the rows per group
     /// (as [`GroupKeys::assign`]). False, with no group touched, when a pair
     /// table would grow past [`MAX_PAIR_SLOTS`].
-    pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, counts: Option<&mut Vec<u64>>, rows: usize) -> Result<bool> {
+    pub(crate) fn intern(
+        &mut self,
+        keys: &[ArrayRef],
+        ids: &mut Vec<u32>,
+        counts: Option<&mut Vec<u64>>,
+        rows: usize,
+    ) -> Result<bool> {
         if self.intern_known_pair(keys, ids) {
             if let Some(counts) = counts {
                 counts.resize(self.len(), 0);
@@ -140,7 +160,9 @@ impl Composite {
         counts: Option<&mut Vec<u64>>,
         mut code: impl FnMut(usize, &mut GroupKeys, &mut Vec<u32>) -> Result<()>,
     ) -> Result<bool> {
-        for (c, (column, codes)) in self.columns.iter_mut().zip(&mut self.scratch).enumerate() {
+        for (c, (column, codes)) in
+            self.columns.iter_mut().zip(&mut self.scratch).enumerate()
+        {
             code(c, column, codes)?;
         }
         if !self.reserve_tuples(n) {
@@ -182,13 +204,23 @@ impl Composite {
     /// be discarded, when the batch needs the general pass (a new value or
     /// pair, a NULL, a long string, another key shape).
     fn intern_known_pair(&self, keys: &[ArrayRef], ids: &mut Vec<u32>) -> bool {
-        let ([a, b], [GroupKeys::View { keys: ka, .. }, GroupKeys::View { keys: kb, .. }], [level]) =
-            (keys, self.columns.as_slice(), self.levels.as_slice())
+        let (
+            [a, b],
+            [
+                GroupKeys::View { keys: ka, .. },
+                GroupKeys::View { keys: kb, .. },
+            ],
+            [level],
+        ) = (keys, self.columns.as_slice(), self.levels.as_slice())
         else {
             return false;
         };
-        let (Some(ta), Some(tb)) = (ka.known(), kb.known()) else { return false };
-        let (Some(a), Some(b)) = (a.as_string_view_opt(), b.as_string_view_opt()) else { return false };
+        let (Some(ta), Some(tb)) = (ka.known(), kb.known()) else {
+            return false;
+        };
+        let (Some(a), Some(b)) = (a.as_string_view_opt(), b.as_string_view_opt()) else {
+            return false;
+        };
         if a.null_count() > 0 || b.null_count() > 0 || level.slots.is_empty() {
             return false;
         }
@@ -196,7 +228,8 @@ impl Composite {
         // them on each batch) and its size is a power of two: the mask keeps
         // known pairs where they are and the arbitrary codes of unknown
         // views in bounds.
-        let (slots, shift, mask) = (level.slots.as_slice(), level.shift, level.slots.len() - 1);
+        let (slots, shift, mask) =
+            (level.slots.as_slice(), level.shift, level.slots.len() - 1);
         // A plain loop over locals: as an iterator adaptor's closure, the
         // table, shift, mask and flag were read and written through the
         // closure's captures on every row (measured: a third slower).
@@ -249,13 +282,16 @@ mod tests {
     fn two_view_keys_keep_their_ids_across_batches() {
         let flags = ["A", "N", "R", "", "a value longer than twelve"];
         let status = ["F", "O", "x"];
-        let mut keys = Composite::try_new(&[DataType::Utf8View, DataType::Utf8View]).unwrap();
+        let mut keys =
+            Composite::try_new(&[DataType::Utf8View, DataType::Utf8View]).unwrap();
         let (mut ids, mut counts) = (vec![], vec![]);
         let mut want: HashMap<(Option<&str>, Option<&str>), u32> = HashMap::new();
         let mut want_counts: Vec<u64> = vec![];
         let mut seed = 11u64;
         let mut next = |m: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % m
         };
         for batch in 0..40 {
@@ -265,16 +301,28 @@ mod tests {
             let (nf, ns) = if batch < 10 { (3, 2) } else { (5, 3) };
             let rows: Vec<(Option<&str>, Option<&str>)> = (0..300)
                 .map(|_| {
-                    let f = (batch < 10 || next(50) != 0).then(|| flags[next(nf) as usize]);
+                    let f =
+                        (batch < 10 || next(50) != 0).then(|| flags[next(nf) as usize]);
                     (f, Some(status[next(ns) as usize]))
                 })
                 .collect();
-            let a: ArrayRef = Arc::new(StringViewArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()));
-            let b: ArrayRef = Arc::new(StringViewArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()));
-            assert!(keys.intern(&[a, b], &mut ids, Some(&mut counts), 0).unwrap());
+            let a: ArrayRef = Arc::new(StringViewArray::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            ));
+            let b: ArrayRef = Arc::new(StringViewArray::from(
+                rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+            ));
+            assert!(
+                keys.intern(&[a, b], &mut ids, Some(&mut counts), 0)
+                    .unwrap()
+            );
             for (row, &id) in rows.iter().zip(&ids) {
                 let next_id = want.len() as u32;
-                assert_eq!(*want.entry(*row).or_insert(next_id), id, "batch {batch}, {row:?}");
+                assert_eq!(
+                    *want.entry(*row).or_insert(next_id),
+                    id,
+                    "batch {batch}, {row:?}"
+                );
                 want_counts.resize(want.len(), 0);
                 want_counts[id as usize] += 1;
             }
@@ -283,7 +331,9 @@ mod tests {
         // "A" again, with garbage in its view's padding: same group.
         let padded = (1u128 | (b'A' as u128) << 32) | (0xABu128 << 48);
         // SAFETY: an inline view of the valid string "A"; no buffers needed.
-        let odd: ArrayRef = Arc::new(unsafe { StringViewArray::new_unchecked(vec![padded].into(), vec![], None) });
+        let odd: ArrayRef = Arc::new(unsafe {
+            StringViewArray::new_unchecked(vec![padded].into(), vec![], None)
+        });
         let f: ArrayRef = Arc::new(StringViewArray::from(vec!["F"]));
         keys.intern(&[odd, f], &mut ids, None, 0).unwrap();
         assert_eq!(ids, [want[&(Some("A"), Some("F"))]]);

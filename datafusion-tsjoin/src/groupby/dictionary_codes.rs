@@ -13,12 +13,12 @@
 use super::accumulate::count_ids;
 use super::keys::GroupKeys;
 use crate::kernels::rle::HybridDecoder;
+use bytes::Bytes;
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringViewBuilder, new_null_array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::parquet::basic::Encoding;
 use datafusion::parquet::column::page::{Page, PageReader};
-use bytes::Bytes;
 use std::sync::Arc;
 
 /// Group of a dictionary entry no row has used yet.
@@ -52,7 +52,10 @@ enum Plain {
     Ints(Vec<i64>),
     /// Strings as `(start, len)` into `data` (UTF-8 checked when they are
     /// interned).
-    Strings { data: Bytes, spans: Vec<(usize, usize)> },
+    Strings {
+        data: Bytes,
+        spans: Vec<(usize, usize)>,
+    },
 }
 
 impl Default for Plain {
@@ -73,12 +76,17 @@ impl Plain {
     /// `Utf8View`. Invalid UTF-8 is a corrupt file.
     fn array(&self, entries: impl Iterator<Item = usize>) -> Result<ArrayRef> {
         Ok(match self {
-            Plain::Ints(v) => Arc::new(Int64Array::from_iter_values(entries.map(|e| v[e]))),
+            Plain::Ints(v) => {
+                Arc::new(Int64Array::from_iter_values(entries.map(|e| v[e])))
+            }
             Plain::Strings { data, spans } => {
                 let mut b = StringViewBuilder::new();
                 for e in entries {
                     let (start, len) = spans[e];
-                    b.append_value(std::str::from_utf8(&data[start..start + len]).map_err(|_| corrupt("string key is not UTF-8"))?);
+                    b.append_value(
+                        std::str::from_utf8(&data[start..start + len])
+                            .map_err(|_| corrupt("string key is not UTF-8"))?,
+                    );
                 }
                 Arc::new(b.finish())
             }
@@ -103,9 +111,13 @@ fn plain(kind: Physical, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Pla
             let b = rest.get(..n * w).ok_or_else(past)?;
             *pos += n * w;
             Plain::Ints(if w == 4 {
-                b.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect()
+                b.chunks_exact(4)
+                    .map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64)
+                    .collect()
             } else {
-                b.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
+                b.chunks_exact(8)
+                    .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+                    .collect()
             })
         }
         Physical::Utf8 => {
@@ -123,7 +135,10 @@ fn plain(kind: Physical, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Pla
                 at += 4 + len;
             }
             *pos = at;
-            Plain::Strings { data: bytes.clone(), spans }
+            Plain::Strings {
+                data: bytes.clone(),
+                spans,
+            }
         }
     })
 }
@@ -166,7 +181,11 @@ pub(super) struct KeyChunk {
 impl KeyChunk {
     /// A reader over `pages` of a flat column of type `kind`, nullable
     /// when its max definition level is 1.
-    pub(super) fn new(pages: Box<dyn PageReader>, kind: Physical, nullable: bool) -> Self {
+    pub(super) fn new(
+        pages: Box<dyn PageReader>,
+        kind: Physical,
+        nullable: bool,
+    ) -> Self {
         Self {
             pages,
             kind,
@@ -190,12 +209,22 @@ impl KeyChunk {
     /// `false` when the chunk has no more pages.
     fn next_page(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<bool> {
         loop {
-            let page = self.pages.get_next_page().map_err(|e| DataFusionError::External(Box::new(e)))?;
+            let page = self
+                .pages
+                .get_next_page()
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
             let (rows, encoding, levels, values) = match page {
                 None => return Ok(false),
-                Some(Page::DictionaryPage { buf, num_values, encoding, .. }) => {
+                Some(Page::DictionaryPage {
+                    buf,
+                    num_values,
+                    encoding,
+                    ..
+                }) => {
                     if !matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY) {
-                        return Err(corrupt(format!("dictionary page encoded as {encoding}")));
+                        return Err(corrupt(format!(
+                            "dictionary page encoded as {encoding}"
+                        )));
                     }
                     // Rows counted against the old dictionary go to its groups.
                     self.flush_hist(keys, counts)?;
@@ -204,21 +233,46 @@ impl KeyChunk {
                     self.padded_stale = true;
                     continue;
                 }
-                Some(Page::DataPage { buf, num_values, encoding, def_level_encoding, .. }) => {
+                Some(Page::DataPage {
+                    buf,
+                    num_values,
+                    encoding,
+                    def_level_encoding,
+                    ..
+                }) => {
                     if !self.nullable {
                         (num_values, encoding, None, buf)
                     } else {
                         if def_level_encoding != Encoding::RLE {
-                            return Err(corrupt(format!("definition levels encoded as {def_level_encoding}")));
+                            return Err(corrupt(format!(
+                                "definition levels encoded as {def_level_encoding}"
+                            )));
                         }
-                        let len = buf.get(..4).ok_or_else(|| corrupt("page too short"))?;
-                        let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-                        let levels = buf.get(4..4 + len).ok_or_else(|| corrupt("levels past the end"))?;
-                        (num_values, encoding, Some(buf.slice_ref(levels)), buf.slice(4 + len..))
+                        let len =
+                            buf.get(..4).ok_or_else(|| corrupt("page too short"))?;
+                        let len =
+                            u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                        let levels = buf
+                            .get(4..4 + len)
+                            .ok_or_else(|| corrupt("levels past the end"))?;
+                        (
+                            num_values,
+                            encoding,
+                            Some(buf.slice_ref(levels)),
+                            buf.slice(4 + len..),
+                        )
                     }
                 }
-                Some(Page::DataPageV2 { buf, num_values, encoding, def_levels_byte_len, rep_levels_byte_len, .. }) => {
-                    let (r, d) = (rep_levels_byte_len as usize, def_levels_byte_len as usize);
+                Some(Page::DataPageV2 {
+                    buf,
+                    num_values,
+                    encoding,
+                    def_levels_byte_len,
+                    rep_levels_byte_len,
+                    ..
+                }) => {
+                    let (r, d) =
+                        (rep_levels_byte_len as usize, def_levels_byte_len as usize);
                     if buf.len() < r + d {
                         return Err(corrupt("levels past the end"));
                     }
@@ -230,20 +284,31 @@ impl KeyChunk {
                 Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY => {
                     // (Without a dictionary page every code is out of range.)
                     let width = *values.first().unwrap_or(&0);
-                    Values::Codes(HybridDecoder::new(values.slice(1.min(values.len())..), width)?)
+                    Values::Codes(HybridDecoder::new(
+                        values.slice(1.min(values.len())..),
+                        width,
+                    )?)
                 }
                 Encoding::PLAIN => Values::Plain(values, 0),
                 other => return Err(corrupt(format!("values encoded as {other}"))),
             };
             let levels = levels.map(|l| HybridDecoder::new(l, 1)).transpose()?;
-            self.page = Some(PageState { rows_left: rows as usize, levels, values });
+            self.page = Some(PageState {
+                rows_left: rows as usize,
+                levels,
+                values,
+            });
             return Ok(true);
         }
     }
 
     /// Entries in the chunk's dictionary (read with the first data page);
     /// the groups the chunk can add at most, when all its pages hold codes.
-    pub(super) fn dictionary_len(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<usize> {
+    pub(super) fn dictionary_len(
+        &mut self,
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+    ) -> Result<usize> {
         self.page(keys, counts)?;
         Ok(self.dict.len())
     }
@@ -251,9 +316,15 @@ impl KeyChunk {
     /// Interns every entry of the chunk's dictionary (read with the first
     /// data page), used by a row or not: a multi-column key then knows its
     /// columns' codes before it reads a row. Returns the entries.
-    pub(super) fn intern_dictionary(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<usize> {
+    pub(super) fn intern_dictionary(
+        &mut self,
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+    ) -> Result<usize> {
         self.page(keys, counts)?;
-        let missing: Vec<u32> = (0..self.groups.len() as u32).filter(|&c| self.groups[c as usize] == UNMAPPED).collect();
+        let missing: Vec<u32> = (0..self.groups.len() as u32)
+            .filter(|&c| self.groups[c as usize] == UNMAPPED)
+            .collect();
         if !missing.is_empty() {
             self.intern(&missing, keys, counts)?;
         }
@@ -276,7 +347,12 @@ impl KeyChunk {
     /// code the bit width allows. `false` (with `d` and `out` as they were)
     /// when a code is new to this chunk or past the dictionary: the caller
     /// then takes the slow way, which interns or reports it.
-    fn mapped(&mut self, d: &mut HybridDecoder<Bytes>, valid: usize, out: &mut Vec<u32>) -> Result<bool> {
+    fn mapped(
+        &mut self,
+        d: &mut HybridDecoder<Bytes>,
+        valid: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<bool> {
         if d.width() > MAX_PADDED_WIDTH {
             return Ok(false);
         }
@@ -302,11 +378,19 @@ impl KeyChunk {
     /// Appends the groups of the dictionary entries in `self.codes` to
     /// `out`, interning the entries no row used before; `true` when there
     /// were such entries.
-    fn map_codes(&mut self, keys: &mut GroupKeys, counts: &mut Vec<u64>, out: &mut Vec<u32>) -> Result<bool> {
+    fn map_codes(
+        &mut self,
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+        out: &mut Vec<u32>,
+    ) -> Result<bool> {
         let start = out.len();
         let mut fresh = false;
         for &c in &self.codes {
-            let g = *self.groups.get(c as usize).ok_or_else(|| corrupt("dictionary index out of range"))?;
+            let g = *self
+                .groups
+                .get(c as usize)
+                .ok_or_else(|| corrupt("dictionary index out of range"))?;
             fresh |= g == UNMAPPED;
             out.push(g);
         }
@@ -327,7 +411,12 @@ impl KeyChunk {
     }
 
     /// Interns dictionary entries `entries`.
-    fn intern(&mut self, entries: &[u32], keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<()> {
+    fn intern(
+        &mut self,
+        entries: &[u32],
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+    ) -> Result<()> {
         let values = self.dict.array(entries.iter().map(|&c| c as usize))?;
         keys.assign(&[values], &mut self.scratch, None, 0)?;
         for (&c, &g) in entries.iter().zip(&self.scratch) {
@@ -339,7 +428,12 @@ impl KeyChunk {
     }
 
     /// Interns PLAIN values; their groups go to `out`.
-    fn intern_plain(values: Plain, keys: &mut GroupKeys, counts: &mut Vec<u64>, out: &mut Vec<u32>) -> Result<()> {
+    fn intern_plain(
+        values: Plain,
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
         let mut ids = vec![];
         keys.assign(&[values.all()?], &mut ids, None, 0)?;
         counts.resize(keys.len(), 0);
@@ -352,7 +446,11 @@ impl KeyChunk {
         if let Some(g) = self.null {
             return Ok(g);
         }
-        let t = if self.kind == Physical::Utf8 { DataType::Utf8View } else { DataType::Int64 };
+        let t = if self.kind == Physical::Utf8 {
+            DataType::Utf8View
+        } else {
+            DataType::Int64
+        };
         keys.assign(&[new_null_array(&t, 1)], &mut self.scratch, None, 0)?;
         counts.resize(keys.len(), 0);
         self.null = Some(self.scratch[0]);
@@ -361,7 +459,13 @@ impl KeyChunk {
 
     /// The group ids of the next `n` rows into `ids` (replaced), each row
     /// counted in `counts`.
-    pub(super) fn ids(&mut self, n: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>, ids: &mut Vec<u32>) -> Result<()> {
+    pub(super) fn ids(
+        &mut self,
+        n: usize,
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+        ids: &mut Vec<u32>,
+    ) -> Result<()> {
         self.codes(n, keys, counts, ids)?;
         count_ids(ids, counts);
         Ok(())
@@ -369,7 +473,13 @@ impl KeyChunk {
 
     /// [`Self::ids`] without counting the rows (`counts` is only grown to
     /// the groups): the codes of one column of a multi-column key.
-    pub(super) fn codes(&mut self, n: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>, ids: &mut Vec<u32>) -> Result<()> {
+    pub(super) fn codes(
+        &mut self,
+        n: usize,
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+        ids: &mut Vec<u32>,
+    ) -> Result<()> {
         ids.clear();
         let mut vals = std::mem::take(&mut self.vals);
         while ids.len() < n {
@@ -395,7 +505,9 @@ impl KeyChunk {
                     // While batches keep bringing new entries (a large
                     // dictionary early in its chunk) the fast try would be
                     // wasted: it is skipped until a batch brings none.
-                    if !(self.expect_new && d.width() <= MAX_PADDED_WIDTH) && self.mapped(d, valid, out)? {
+                    if !(self.expect_new && d.width() <= MAX_PADDED_WIDTH)
+                        && self.mapped(d, valid, out)?
+                    {
                         self.expect_new = false;
                     } else {
                         self.codes.resize(valid, 0);
@@ -406,14 +518,25 @@ impl KeyChunk {
                     }
                 }
                 Values::Plain(bytes, pos) => {
-                    Self::intern_plain(plain(self.kind, bytes, pos, valid)?, keys, counts, out)?;
+                    Self::intern_plain(
+                        plain(self.kind, bytes, pos, valid)?,
+                        keys,
+                        counts,
+                        out,
+                    )?;
                 }
             }
             self.page = Some(page);
             if valid != k {
                 let null = self.null_group(keys, counts)?;
                 let mut it = vals.iter();
-                ids.extend(self.levels.iter().map(|&l| if l != 0 { *it.next().expect("one value per level") } else { null }));
+                ids.extend(self.levels.iter().map(|&l| {
+                    if l != 0 {
+                        *it.next().expect("one value per level")
+                    } else {
+                        null
+                    }
+                }));
             }
         }
         self.vals = vals;
@@ -422,7 +545,12 @@ impl KeyChunk {
 
     /// Counts `rows` rows (the whole chunk) into `counts` without group ids
     /// per row: codes go into a histogram over the dictionary.
-    pub(super) fn count(&mut self, rows: usize, keys: &mut GroupKeys, counts: &mut Vec<u64>) -> Result<()> {
+    pub(super) fn count(
+        &mut self,
+        rows: usize,
+        keys: &mut GroupKeys,
+        counts: &mut Vec<u64>,
+    ) -> Result<()> {
         let mut left = rows;
         while left > 0 {
             self.page(keys, counts)?;
@@ -455,7 +583,12 @@ impl KeyChunk {
                 }
                 Values::Plain(bytes, pos) => {
                     let mut ids = vec![];
-                    Self::intern_plain(plain(self.kind, bytes, pos, valid)?, keys, counts, &mut ids)?;
+                    Self::intern_plain(
+                        plain(self.kind, bytes, pos, valid)?,
+                        keys,
+                        counts,
+                        &mut ids,
+                    )?;
                     count_ids(&ids, counts);
                 }
             }
@@ -504,7 +637,9 @@ mod tests {
         fn get_next_page(&mut self) -> datafusion::parquet::errors::Result<Option<Page>> {
             Ok(self.0.next())
         }
-        fn peek_next_page(&mut self) -> datafusion::parquet::errors::Result<Option<PageMetadata>> {
+        fn peek_next_page(
+            &mut self,
+        ) -> datafusion::parquet::errors::Result<Option<PageMetadata>> {
             Ok(None)
         }
         fn skip_next_page(&mut self) -> datafusion::parquet::errors::Result<()> {
@@ -538,7 +673,12 @@ mod tests {
         // Levels 1,1,0; PLAIN 9, 11.
         let plain: Vec<u8> = [9i32, 11].iter().flat_map(|v| v.to_le_bytes()).collect();
         let page2 = data_page(&[3, 0b011], &plain, 3, Encoding::PLAIN);
-        let dict = Page::DictionaryPage { buf: Bytes::from(dict), num_values: 2, encoding: Encoding::PLAIN, is_sorted: false };
+        let dict = Page::DictionaryPage {
+            buf: Bytes::from(dict),
+            num_values: 2,
+            encoding: Encoding::PLAIN,
+            is_sorted: false,
+        };
         Box::new(Pages(vec![dict, page1, page2].into_iter()))
     }
 
@@ -546,7 +686,9 @@ mod tests {
     fn groups(keys: &mut GroupKeys, counts: &[u64]) -> Vec<(Option<i64>, u64)> {
         let k = keys.emit().unwrap();
         let k = datafusion::arrow::compute::cast(&k[0], &DataType::Int64).unwrap();
-        let k = datafusion::arrow::array::AsArray::as_primitive::<datafusion::arrow::datatypes::Int64Type>(&k);
+        let k = datafusion::arrow::array::AsArray::as_primitive::<
+            datafusion::arrow::datatypes::Int64Type,
+        >(&k);
         k.iter().zip(counts.iter().copied()).collect()
     }
 
@@ -556,7 +698,11 @@ mod tests {
         // its NULL).
         let want = vec![(Some(7), 2), (Some(9), 2), (None, 2), (Some(11), 1)];
         // Row by row, in batches that cross the page boundary.
-        let (mut keys, mut counts, mut ids) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![], vec![]);
+        let (mut keys, mut counts, mut ids) = (
+            GroupKeys::try_new(&[DataType::Int32]).unwrap(),
+            vec![],
+            vec![],
+        );
         let mut chunk = KeyChunk::new(pages(), Physical::Int32, true);
         let mut all = vec![];
         for n in [3, 3, 1] {
@@ -566,22 +712,40 @@ mod tests {
         assert_eq!(all, vec![0, 2, 1, 0, 1, 3, 2]);
         assert_eq!(groups(&mut keys, &counts), want);
         // Count-only: the same groups and counts.
-        let (mut keys, mut counts) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
-        KeyChunk::new(pages(), Physical::Int32, true).count(7, &mut keys, &mut counts).unwrap();
+        let (mut keys, mut counts) =
+            (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
+        KeyChunk::new(pages(), Physical::Int32, true)
+            .count(7, &mut keys, &mut counts)
+            .unwrap();
         let mut got = groups(&mut keys, &counts);
         got.sort();
         let mut want = want;
         want.sort();
         assert_eq!(got, want);
         // A chunk shorter than its row group is an error, not a panic.
-        let (mut keys, mut counts) = (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
-        let err = KeyChunk::new(pages(), Physical::Int32, true).count(8, &mut keys, &mut counts).unwrap_err();
-        assert!(err.to_string().contains("fewer values than the row group has rows"), "{err}");
+        let (mut keys, mut counts) =
+            (GroupKeys::try_new(&[DataType::Int32]).unwrap(), vec![]);
+        let err = KeyChunk::new(pages(), Physical::Int32, true)
+            .count(8, &mut keys, &mut counts)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("fewer values than the row group has rows"),
+            "{err}"
+        );
     }
 
     /// BYTE_ARRAY entries and values: 4-byte length, then the bytes.
     fn byte_array(values: &[&[u8]]) -> Vec<u8> {
-        values.iter().flat_map(|v| (v.len() as u32).to_le_bytes().into_iter().chain(v.iter().copied())).collect()
+        values
+            .iter()
+            .flat_map(|v| {
+                (v.len() as u32)
+                    .to_le_bytes()
+                    .into_iter()
+                    .chain(v.iter().copied())
+            })
+            .collect()
     }
 
     #[test]
@@ -594,12 +758,22 @@ mod tests {
                 is_sorted: false,
             };
             // Levels 1,0,1,1; codes 1,0,1 at width 1.
-            let page1 = data_page(&[3, 0b1101], &[1, 3, 0b101], 4, Encoding::RLE_DICTIONARY);
+            let page1 =
+                data_page(&[3, 0b1101], &[1, 3, 0b101], 4, Encoding::RLE_DICTIONARY);
             // Levels 1,1,0; PLAIN "x", "a string past twelve bytes".
-            let page2 = data_page(&[3, 0b011], &byte_array(&[b"x", b"a string past twelve bytes"]), 3, Encoding::PLAIN);
+            let page2 = data_page(
+                &[3, 0b011],
+                &byte_array(&[b"x", b"a string past twelve bytes"]),
+                3,
+                Encoding::PLAIN,
+            );
             Box::new(Pages(vec![dict, page1, page2].into_iter()))
         };
-        let (mut keys, mut counts, mut ids) = (GroupKeys::column(&DataType::Utf8View).unwrap(), vec![], vec![]);
+        let (mut keys, mut counts, mut ids) = (
+            GroupKeys::column(&DataType::Utf8View).unwrap(),
+            vec![],
+            vec![],
+        );
         let mut chunk = KeyChunk::new(string_pages(&[b"x", b"yy"]), Physical::Utf8, true);
         let mut all = vec![];
         for n in [2, 5] {
@@ -612,14 +786,31 @@ mod tests {
         let emitted = keys.emit().unwrap();
         let s = datafusion::arrow::array::AsArray::as_string_view(&emitted[0]);
         let got: Vec<Option<&str>> = s.iter().collect();
-        assert_eq!(got, vec![Some("yy"), None, Some("x"), Some("a string past twelve bytes")]);
+        assert_eq!(
+            got,
+            vec![
+                Some("yy"),
+                None,
+                Some("x"),
+                Some("a string past twelve bytes")
+            ]
+        );
         // An entry that is not UTF-8: an error when a row uses it.
-        let (mut keys, mut counts) = (GroupKeys::column(&DataType::Utf8View).unwrap(), vec![]);
-        let mut chunk = KeyChunk::new(string_pages(&[b"x", &[0xff, 0xfe]]), Physical::Utf8, true);
+        let (mut keys, mut counts) =
+            (GroupKeys::column(&DataType::Utf8View).unwrap(), vec![]);
+        let mut chunk =
+            KeyChunk::new(string_pages(&[b"x", &[0xff, 0xfe]]), Physical::Utf8, true);
         let err = chunk.ids(4, &mut keys, &mut counts, &mut ids).unwrap_err();
         assert!(err.to_string().contains("not UTF-8"), "{err}");
         // A dictionary page claiming a billion entries in a few bytes.
-        let err = plain(Physical::Utf8, &Bytes::from(byte_array(&[b"x"])), &mut 0, 1 << 30).err().unwrap();
+        let err = plain(
+            Physical::Utf8,
+            &Bytes::from(byte_array(&[b"x"])),
+            &mut 0,
+            1 << 30,
+        )
+        .err()
+        .unwrap();
         assert!(err.to_string().contains("past the end"), "{err}");
     }
 }

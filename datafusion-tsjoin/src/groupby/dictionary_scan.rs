@@ -42,14 +42,17 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::DefaultParquetFileReaderFactory;
-use datafusion::datasource::physical_plan::{FileSource, ParquetFileReaderFactory, ParquetSource};
+use datafusion::datasource::physical_plan::{
+    FileSource, ParquetFileReaderFactory, ParquetSource,
+};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
 };
 use datafusion::parquet::basic::{Encoding, PageType, Type as PhysicalType};
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
@@ -100,7 +103,12 @@ impl ArgColumn {
 fn key_type(t: &DataType) -> bool {
     matches!(
         t,
-        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Date32 | DataType::Timestamp(..)
+        DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::Date32
+            | DataType::Timestamp(..)
     )
 }
 
@@ -124,7 +132,9 @@ impl DictionaryScan {
         {
             input = r.input();
         }
-        let (config, source) = input.downcast_ref::<DataSourceExec>()?.downcast_to_file_source::<ParquetSource>()?;
+        let (config, source) = input
+            .downcast_ref::<DataSourceExec>()?
+            .downcast_to_file_source::<ParquetSource>()?;
         let crypto = &source.table_parquet_options().crypto;
         if source.filter().is_some()
             || config.limit.is_some()
@@ -144,7 +154,10 @@ impl DictionaryScan {
             let field = file_schema.fields().get(table)?;
             Some((field.name().clone(), field.data_type().clone()))
         };
-        let keys: Vec<(String, DataType)> = group_exprs.iter().map(|(e, _)| file_column(e)).collect::<Option<_>>()?;
+        let keys: Vec<(String, DataType)> = group_exprs
+            .iter()
+            .map(|(e, _)| file_column(e))
+            .collect::<Option<_>>()?;
         let qualifies = match keys.as_slice() {
             [(_, t)] => key_type(t),
             [_, _, ..] => keys.iter().all(|(_, t)| key_type(t) || string_type(t)),
@@ -159,29 +172,52 @@ impl DictionaryScan {
                 None => Some(None),
                 Some(e) => {
                     let (e, cast) = match e.downcast_ref::<CastExpr>() {
-                        Some(c) => (c.expr(), Some((c.cast_type().clone(), c.cast_options().clone()))),
+                        Some(c) => (
+                            c.expr(),
+                            Some((c.cast_type().clone(), c.cast_options().clone())),
+                        ),
                         None => (e, None),
                     };
                     let (name, data_type) = file_column(e)?;
-                    Some(Some(ArgColumn { name, data_type, cast }))
+                    Some(Some(ArgColumn {
+                        name,
+                        data_type,
+                        cast,
+                    }))
                 }
             })
             .collect::<Option<Vec<_>>>()?;
-        let files: Vec<PartitionedFile> = config.file_groups.iter().flat_map(|g| g.files().iter().cloned()).collect();
+        let files: Vec<PartitionedFile> = config
+            .file_groups
+            .iter()
+            .flat_map(|g| g.files().iter().cloned())
+            .collect();
         if files.iter().any(|f| !f.extensions.is_empty()) {
             return None;
         }
         let factory = source.parquet_file_reader_factory().cloned();
-        Some(Self { store: config.object_store_url.clone(), factory, files, keys, args })
+        Some(Self {
+            store: config.object_store_url.clone(),
+            factory,
+            files,
+            keys,
+            args,
+        })
     }
 
     /// Reads every file's footer and returns the work, or `None` when some
     /// row group does not qualify (phase 1 then reads the scan). Reads are
     /// counted in `metrics`.
-    pub(crate) async fn prepare(&self, context: &TaskContext, metrics: &ExecutionPlanMetricsSet) -> Result<Option<Work>> {
+    pub(crate) async fn prepare(
+        &self,
+        context: &TaskContext,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> Result<Option<Work>> {
         let factory = match &self.factory {
             Some(f) => Arc::clone(f),
-            None => Arc::new(DefaultParquetFileReaderFactory::new(context.runtime_env().object_store(&self.store)?)),
+            None => Arc::new(DefaultParquetFileReaderFactory::new(
+                context.runtime_env().object_store(&self.store)?,
+            )),
         };
         let mut files = Vec::with_capacity(self.files.len());
         let mut items = vec![];
@@ -194,16 +230,34 @@ impl DictionaryScan {
             .files
             .iter()
             .map(|file| {
-                let reader = factory.create_reader(0, file.clone(), file.metadata_size_hint, metrics);
-                async move { reader?.get_metadata(None).await.map_err(DataFusionError::from) }
+                let reader = factory.create_reader(
+                    0,
+                    file.clone(),
+                    file.metadata_size_hint,
+                    metrics,
+                );
+                async move {
+                    reader?
+                        .get_metadata(None)
+                        .await
+                        .map_err(DataFusionError::from)
+                }
             })
             .collect();
-        let footers: Vec<Result<_>> = futures::stream::iter(fetches).buffered(FOOTER_FETCHES).collect().await;
+        let footers: Vec<Result<_>> = futures::stream::iter(fetches)
+            .buffered(FOOTER_FETCHES)
+            .collect()
+            .await;
         for (file, meta) in self.files.iter().zip(footers) {
             // An unreadable footer: let the scan report it as it would.
             let Ok(meta) = meta else { return Ok(None) };
-            let Ok(arrow) = ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new()) else { return Ok(None) };
-            let Some(info) = self.file_info(file, arrow) else { return Ok(None) };
+            let Ok(arrow) = ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new())
+            else {
+                return Ok(None);
+            };
+            let Some(info) = self.file_info(file, arrow) else {
+                return Ok(None);
+            };
             let f = files.len();
             for rg in info.row_groups.iter().copied() {
                 let meta = info.arrow.metadata().row_group(rg);
@@ -213,7 +267,8 @@ impl DictionaryScan {
                         return Ok(None);
                     }
                     // (Strings: 4 length bytes and a few of text each.)
-                    let n = dictionary_bytes(chunk) / if key.kind == Physical::Int32 { 4 } else { 8 };
+                    let n = dictionary_bytes(chunk)
+                        / if key.kind == Physical::Int32 { 4 } else { 8 };
                     entries += n;
                     largest[k] = largest[k].max(n);
                 }
@@ -232,18 +287,35 @@ impl DictionaryScan {
         }
         // Several keys: only when the groups promise to stay few (else the
         // stream's probe decides, and may hand the rows to DataFusion).
-        if largest.len() > 1 && largest.iter().try_fold(1u64, |p, &n| p.checked_mul(n.max(1))).is_none_or(|p| p > MAX_TUPLES as u64) {
+        if largest.len() > 1
+            && largest
+                .iter()
+                .try_fold(1u64, |p, &n| p.checked_mul(n.max(1)))
+                .is_none_or(|p| p > MAX_TUPLES as u64)
+        {
             return Ok(None);
         }
         let args = self.args.clone();
         let keys = self.keys.clone();
-        Ok(Some(Work { factory, metrics: metrics.clone(), files, args, keys, items, next: AtomicUsize::new(0) }))
+        Ok(Some(Work {
+            factory,
+            metrics: metrics.clone(),
+            files,
+            args,
+            keys,
+            items,
+            next: AtomicUsize::new(0),
+        }))
     }
 
     /// What reading `file` takes, when its keys and arguments are the
     /// table's types and its keys flat INT32/INT64 (or string BYTE_ARRAY)
     /// columns.
-    fn file_info(&self, file: &PartitionedFile, arrow: ArrowReaderMetadata) -> Option<FileInfo> {
+    fn file_info(
+        &self,
+        file: &PartitionedFile,
+        arrow: ArrowReaderMetadata,
+    ) -> Option<FileInfo> {
         let schema = arrow.schema();
         let descr = arrow.parquet_schema();
         let mut keys = vec![];
@@ -251,7 +323,9 @@ impl DictionaryScan {
         for (name, t) in &self.keys {
             let (root, field) = schema.column_with_name(name)?;
             // Strings read as any string type group alike.
-            if field.data_type() != t && !(string_type(t) && string_type(field.data_type())) {
+            if field.data_type() != t
+                && !(string_type(t) && string_type(field.data_type()))
+            {
                 return None;
             }
             let leaf = (0..descr.num_columns()).find(|&i| {
@@ -268,11 +342,18 @@ impl DictionaryScan {
             if c.max_rep_level() != 0 || c.max_def_level() > 1 {
                 return None;
             }
-            keys.push(KeyLeaf { leaf, kind, nullable: c.max_def_level() == 1 });
+            keys.push(KeyLeaf {
+                leaf,
+                kind,
+                nullable: c.max_def_level() == 1,
+            });
             key_roots.push(root);
         }
         let mut roots = vec![];
-        for ArgColumn { name, data_type: t, .. } in self.args.iter().flatten() {
+        for ArgColumn {
+            name, data_type: t, ..
+        } in self.args.iter().flatten()
+        {
             let (i, field) = schema.column_with_name(name)?;
             if field.data_type() != t {
                 return None;
@@ -289,11 +370,22 @@ impl DictionaryScan {
         let row_groups = (0..arrow.metadata().num_row_groups())
             .filter(|&rg| {
                 let col = arrow.metadata().row_group(rg).column(0);
-                let start = col.dictionary_page_offset().unwrap_or_else(|| col.data_page_offset());
-                file.range.as_ref().is_none_or(|r| r.start <= start && start < r.end)
+                let start = col
+                    .dictionary_page_offset()
+                    .unwrap_or_else(|| col.data_page_offset());
+                file.range
+                    .as_ref()
+                    .is_none_or(|r| r.start <= start && start < r.end)
             })
             .collect();
-        Some(FileInfo { file: file.clone(), keys, args, decoded, row_groups, arrow })
+        Some(FileInfo {
+            file: file.clone(),
+            keys,
+            args,
+            decoded,
+            row_groups,
+            arrow,
+        })
     }
 }
 
@@ -312,20 +404,30 @@ const MIN_ROWS_PER_ENTRY: u64 = 64;
 /// Bytes of a chunk's dictionary page (header included; compressed when
 /// the chunk is): from its offset to the first data page.
 fn dictionary_bytes(chunk: &ColumnChunkMetaData) -> u64 {
-    chunk.dictionary_page_offset().map_or(0, |d| (chunk.data_page_offset() - d).max(0) as u64)
+    chunk
+        .dictionary_page_offset()
+        .map_or(0, |d| (chunk.data_page_offset() - d).max(0) as u64)
 }
 
 /// Whether every data page of a chunk holds dictionary codes.
 fn all_dictionary(chunk: &ColumnChunkMetaData) -> bool {
-    if chunk.dictionary_page_offset().is_none() && !chunk.encodings().any(|e| e == Encoding::PLAIN_DICTIONARY) {
+    if chunk.dictionary_page_offset().is_none()
+        && !chunk.encodings().any(|e| e == Encoding::PLAIN_DICTIONARY)
+    {
         return false;
     }
-    let dict = |e: Encoding| matches!(e, Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY);
+    let dict =
+        |e: Encoding| matches!(e, Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY);
     if let Some(mask) = chunk.page_encoding_stats_mask() {
         return mask.encodings().all(dict);
     }
     chunk.page_encoding_stats().is_some_and(|stats| {
-        stats.iter().filter(|s| matches!(s.page_type, PageType::DATA_PAGE | PageType::DATA_PAGE_V2)).all(|s| dict(s.encoding))
+        stats
+            .iter()
+            .filter(|s| {
+                matches!(s.page_type, PageType::DATA_PAGE | PageType::DATA_PAGE_V2)
+            })
+            .all(|s| dict(s.encoding))
     })
 }
 
@@ -364,19 +466,30 @@ pub(crate) struct Work {
 
 impl std::fmt::Debug for Work {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Work").field("row_groups", &self.items.len()).finish()
+        f.debug_struct("Work")
+            .field("row_groups", &self.items.len())
+            .finish()
     }
 }
 
 impl Work {
     /// Aggregates row groups into `table` until none is left, its memory
     /// accounted in `reservation`. Returns the rows read.
-    pub(super) async fn run(&self, table: &mut Table, batch_size: usize, reservation: &MemoryReservation) -> Result<usize> {
+    pub(super) async fn run(
+        &self,
+        table: &mut Table,
+        batch_size: usize,
+        reservation: &MemoryReservation,
+    ) -> Result<usize> {
         let mut rows = 0;
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(&(f, rg)) = self.items.get(i) else { return Ok(rows) };
-            rows += self.row_group(&self.files[f], rg, table, batch_size).await?;
+            let Some(&(f, rg)) = self.items.get(i) else {
+                return Ok(rows);
+            };
+            rows += self
+                .row_group(&self.files[f], rg, table, batch_size)
+                .await?;
             reservation.try_resize(table.memory_size())?;
         }
     }
@@ -390,32 +503,62 @@ impl Work {
     ) -> Result<usize> {
         let meta = file.arrow.metadata().row_group(rg);
         let is_key = |c: usize| file.keys.iter().any(|k| k.leaf == c);
-        let mut ranges: Vec<Range<u64>> = file.keys.iter().map(|k| chunk_range(meta.column(k.leaf))).collect();
+        let mut ranges: Vec<Range<u64>> = file
+            .keys
+            .iter()
+            .map(|k| chunk_range(meta.column(k.leaf)))
+            .collect();
         if let Some(mask) = &file.args {
-            ranges.extend((0..meta.num_columns()).filter(|&c| mask.leaf_included(c) && !is_key(c)).map(|c| chunk_range(meta.column(c))));
+            ranges.extend(
+                (0..meta.num_columns())
+                    .filter(|&c| mask.leaf_included(c) && !is_key(c))
+                    .map(|c| chunk_range(meta.column(c))),
+            );
         }
-        let mut reader = self.factory.create_reader(0, file.file.clone(), file.file.metadata_size_hint, &self.metrics)?;
+        let mut reader = self.factory.create_reader(
+            0,
+            file.file.clone(),
+            file.file.metadata_size_hint,
+            &self.metrics,
+        )?;
         let bytes = reader.get_byte_ranges(ranges.clone()).await?;
-        let chunks = Chunks { size: file.file.object_meta.size, parts: ranges.iter().map(|r| r.start).zip(bytes).collect() };
+        let chunks = Chunks {
+            size: file.file.object_meta.size,
+            parts: ranges.iter().map(|r| r.start).zip(bytes).collect(),
+        };
         let rows = meta.num_rows() as usize;
         let mut keys = file
             .keys
             .iter()
             .map(|k| {
-                let pages = SerializedPageReader::new(Arc::new(chunks.clone()), meta.column(k.leaf), rows, None)?;
+                let pages = SerializedPageReader::new(
+                    Arc::new(chunks.clone()),
+                    meta.column(k.leaf),
+                    rows,
+                    None,
+                )?;
                 Ok(KeyChunk::new(Box::new(pages), k.kind, k.nullable))
             })
             .collect::<Result<Vec<_>>>()?;
         let batches = |mask: &ProjectionMask| {
-            ParquetRecordBatchReaderBuilder::new_with_metadata(chunks.clone(), file.arrow.clone())
-                .with_projection(mask.clone())
-                .with_row_groups(vec![rg])
-                .with_batch_size(batch_size)
-                .build()
+            ParquetRecordBatchReaderBuilder::new_with_metadata(
+                chunks.clone(),
+                file.arrow.clone(),
+            )
+            .with_projection(mask.clone())
+            .with_row_groups(vec![rg])
+            .with_batch_size(batch_size)
+            .build()
         };
         let read = if keys.len() > 1 {
             match self.tuple_bound(&mut keys, table, rows)? {
-                true => self.composite_codes(keys, file.args.as_ref().map(batches).transpose()?, rows, batch_size, table)?,
+                true => self.composite_codes(
+                    keys,
+                    file.args.as_ref().map(batches).transpose()?,
+                    rows,
+                    batch_size,
+                    table,
+                )?,
                 false => self.decoded(batches(&file.decoded)?, table)?,
             }
         } else {
@@ -434,7 +577,12 @@ impl Work {
             let mut read = 0;
             for batch in batches(mask)? {
                 let batch = batch?;
-                keys.ids(batch.num_rows(), &mut table.keys, &mut table.counts, &mut table.ids)?;
+                keys.ids(
+                    batch.num_rows(),
+                    &mut table.keys,
+                    &mut table.counts,
+                    &mut table.ids,
+                )?;
                 table.update_states(&self.arg_columns(&batch)?)?;
                 read += batch.num_rows();
             }
@@ -442,7 +590,11 @@ impl Work {
         };
         if read != rows {
             return Err(DataFusionError::External(
-                format!("Parquet row group {rg} of {}: read {read} rows of {rows}", file.file.object_meta.location).into(),
+                format!(
+                    "Parquet row group {rg} of {}: read {read} rows of {rows}",
+                    file.file.object_meta.location
+                )
+                .into(),
             ));
         }
         Ok(rows)
@@ -455,7 +607,10 @@ impl Work {
                 None => Ok(None),
                 Some(a) => match batch.column_by_name(&a.name) {
                     Some(c) => a.eval(c).map(Some),
-                    None => internal_err!("dictionary scan: argument column {} not read", a.name),
+                    None => internal_err!(
+                        "dictionary scan: argument column {} not read",
+                        a.name
+                    ),
                 },
             })
             .collect()
@@ -467,8 +622,15 @@ impl Work {
     /// [`MAX_TUPLES`]. (The dictionaries' product would be a bound known
     /// before interning, but a loose one: a region and a phone model are
     /// thousands of pairs, not millions.)
-    fn tuple_bound(&self, keys: &mut [KeyChunk], table: &mut Table, rows: usize) -> Result<bool> {
-        let GroupKeys::Composite(composite) = &mut table.keys else { return Ok(false) };
+    fn tuple_bound(
+        &self,
+        keys: &mut [KeyChunk],
+        table: &mut Table,
+        rows: usize,
+    ) -> Result<bool> {
+        let GroupKeys::Composite(composite) = &mut table.keys else {
+            return Ok(false);
+        };
         if rows == 0 {
             return Ok(true);
         }
@@ -490,7 +652,12 @@ impl Work {
         batch_size: usize,
         table: &mut Table,
     ) -> Result<usize> {
-        let mut args = args.map(|r| r.map(|b| b.map_err(DataFusionError::from).and_then(|b| Ok((b.num_rows(), self.arg_columns(&b)?)))));
+        let mut args = args.map(|r| {
+            r.map(|b| {
+                b.map_err(DataFusionError::from)
+                    .and_then(|b| Ok((b.num_rows(), self.arg_columns(&b)?)))
+            })
+        });
         let mut read = 0;
         let mut scratch = vec![];
         loop {
@@ -499,17 +666,25 @@ impl Work {
                     Some(b) => b?,
                     None => break,
                 },
-                None if read < rows => ((rows - read).min(batch_size.max(1)), vec![None; self.args.len()]),
+                None if read < rows => (
+                    (rows - read).min(batch_size.max(1)),
+                    vec![None; self.args.len()],
+                ),
                 None => break,
             };
             let GroupKeys::Composite(composite) = &mut table.keys else {
                 return internal_err!("dictionary scan: composite keys expected");
             };
-            let coded = composite.intern_with(n, &mut table.ids, Some(&mut table.counts), |c, column, out| {
-                keys[c].codes(n, column, &mut scratch, out)
-            })?;
+            let coded = composite.intern_with(
+                n,
+                &mut table.ids,
+                Some(&mut table.counts),
+                |c, column, out| keys[c].codes(n, column, &mut scratch, out),
+            )?;
             if !coded {
-                return internal_err!("dictionary scan: key tuples past the checked bound");
+                return internal_err!(
+                    "dictionary scan: key tuples past the checked bound"
+                );
             }
             table.update_states(&columns)?;
             read += n;
@@ -518,7 +693,11 @@ impl Work {
     }
 
     /// A row group's keys decoded and grouped as the stream's would be.
-    fn decoded(&self, batches: ParquetRecordBatchReader, table: &mut Table) -> Result<usize> {
+    fn decoded(
+        &self,
+        batches: ParquetRecordBatchReader,
+        table: &mut Table,
+    ) -> Result<usize> {
         let mut read = 0;
         for batch in batches {
             let batch = batch?;
@@ -531,7 +710,9 @@ impl Work {
                     None => internal_err!("dictionary scan: key column {k} not read"),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            table.keys.intern(&keys, &mut table.ids, &mut table.counts, 0)?;
+            table
+                .keys
+                .intern(&keys, &mut table.ids, &mut table.counts, 0)?;
             table.update_states(&self.arg_columns(&batch)?)?;
             read += batch.num_rows();
         }

@@ -11,8 +11,9 @@ use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, InputDistributionRequirements, PhysicalExpr,
-    PlanProperties, SendableRecordBatchStream, apply_expression_roots,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan,
+    InputDistributionRequirements, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream, apply_expression_roots,
 };
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -94,10 +95,15 @@ impl InlineAggregateExec {
         aggs: Vec<InlineAgg>,
         properties: Arc<PlanProperties>,
     ) -> Result<Self> {
-        let types = group_exprs.iter().map(|(e, _)| e.data_type(&input.schema())).collect::<Result<Vec<_>>>()?;
+        let types = group_exprs
+            .iter()
+            .map(|(e, _)| e.data_type(&input.schema()))
+            .collect::<Result<Vec<_>>>()?;
         let schema = Arc::clone(properties.eq_properties.schema());
         if schema.fields().len() != group_exprs.len() + aggs.len() {
-            return internal_err!("InlineAggregateExec: schema does not match keys and aggregates");
+            return internal_err!(
+                "InlineAggregateExec: schema does not match keys and aggregates"
+            );
         }
         let dictionary = DictionaryScan::try_new(&input, &group_exprs, &aggs);
         Ok(Self {
@@ -154,7 +160,11 @@ impl InlineAggregateExec {
 
 impl DisplayAs for InlineAggregateExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let gby: Vec<String> = self.group_exprs.iter().map(|(e, name)| format!("{e} as {name}")).collect();
+        let gby: Vec<String> = self
+            .group_exprs
+            .iter()
+            .map(|(e, name)| format!("{e} as {name}"))
+            .collect();
         let aggr: Vec<&str> = self.aggs.iter().map(|a| a.field.name().as_str()).collect();
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
@@ -232,17 +242,28 @@ impl ExecutionPlan for InlineAggregateExec {
         // The fallback replays this operator's input: it stays while the
         // new input has the same schema.
         let same = input.schema() == self.input.schema();
-        let exec = Self::try_new(input, self.group_exprs.clone(), self.aggs.clone(), Arc::clone(&self.cache))?;
+        let exec = Self::try_new(
+            input,
+            self.group_exprs.clone(),
+            self.aggs.clone(),
+            Arc::clone(&self.cache),
+        )?;
         Ok(Arc::new(match self.fallback.as_ref().filter(|_| same) {
             Some(t) => exec.with_fallback(Arc::clone(t)),
             None => exec,
         }))
     }
 
-    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
         let n = self.cache.output_partitioning().partition_count();
         if partition >= n {
-            return internal_err!("InlineAggregateExec: partition {partition} out of range ({n} partitions)");
+            return internal_err!(
+                "InlineAggregateExec: partition {partition} out of range ({n} partitions)"
+            );
         }
         inline_aggregate_stream(self, partition, context)
     }

@@ -34,10 +34,13 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::execution_plan::{
+    ChildrenPropertiesMode, ReplaceChildrenOptions,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream,
 };
 use futures::{StreamExt, TryStreamExt, stream};
 use std::fmt;
@@ -88,15 +91,22 @@ pub(crate) struct Fallback {
 
 impl fmt::Debug for Fallback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Fallback").field("decided", &*self.decided.borrow()).finish()
+        f.debug_struct("Fallback")
+            .field("decided", &*self.decided.borrow())
+            .finish()
     }
 }
 
 impl Fallback {
     /// A fresh decision for `tasks` phase-1 tasks over an input with these
     /// properties, and each task's probe.
-    pub(crate) fn new(template: Arc<dyn ExecutionPlan>, input: Arc<PlanProperties>, tasks: usize) -> (Arc<Self>, Vec<Probe>) {
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..tasks).map(|_| oneshot::channel()).unzip();
+    pub(crate) fn new(
+        template: Arc<dyn ExecutionPlan>,
+        input: Arc<PlanProperties>,
+        tasks: usize,
+    ) -> (Arc<Self>, Vec<Probe>) {
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            (0..tasks).map(|_| oneshot::channel()).unzip();
         let fallback = Arc::new(Self {
             decided: watch::Sender::new(None),
             stopped: AtomicUsize::new(0),
@@ -111,14 +121,21 @@ impl Fallback {
         }
         let probes = senders
             .into_iter()
-            .map(|tx| Probe { fallback: Arc::clone(&fallback), tx: Some(tx), kept: vec![], rows: 0, voted: false })
+            .map(|tx| Probe {
+                fallback: Arc::clone(&fallback),
+                tx: Some(tx),
+                kept: vec![],
+                rows: 0,
+                voted: false,
+            })
             .collect();
         (fallback, probes)
     }
 
     /// Sets the decision unless one was made; returns the one that stands.
     fn decide(&self, fall_back: bool) -> bool {
-        self.decided.send_if_modified(|d| d.is_none() && d.replace(fall_back).is_none());
+        self.decided
+            .send_if_modified(|d| d.is_none() && d.replace(fall_back).is_none());
         self.decided.borrow().expect("decided")
     }
 
@@ -126,7 +143,10 @@ impl Fallback {
     pub(crate) async fn decision(&self) -> bool {
         let mut rx = self.decided.subscribe();
         // The sender lives in `self`: waiting cannot fail.
-        rx.wait_for(Option::is_some).await.map(|d| d.expect("decided")).unwrap_or(false)
+        rx.wait_for(Option::is_some)
+            .await
+            .map(|d| d.expect("decided"))
+            .unwrap_or(false)
     }
 
     /// The original plan over the handed-over input (built once per
@@ -134,13 +154,20 @@ impl Fallback {
     /// `tasks` gives the phase-1 tasks (once): each replayed partition
     /// keeps its task alive until it has handed over (a dropped task is
     /// aborted).
-    pub(crate) async fn plan(&self, tasks: impl FnOnce() -> Vec<Phase1Task>) -> Result<Arc<dyn ExecutionPlan>> {
+    pub(crate) async fn plan(
+        &self,
+        tasks: impl FnOnce() -> Vec<Phase1Task>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         let plan = self
             .plan
             .get_or_try_init(|| async {
-                let receivers = std::mem::take(&mut *self.handed.lock().expect("handed lock"));
+                let receivers =
+                    std::mem::take(&mut *self.handed.lock().expect("handed lock"));
                 let mut tasks = tasks().into_iter();
-                let parts = receivers.into_iter().map(|rx| Some((rx, tasks.next()))).collect();
+                let parts = receivers
+                    .into_iter()
+                    .map(|rx| Some((rx, tasks.next())))
+                    .collect();
                 let replay = Arc::new(ReplayExec {
                     parts: Mutex::new(parts),
                     schema: Arc::clone(self.input.eq_properties.schema()),
@@ -187,12 +214,22 @@ impl Probe {
         let fall_back = match decided {
             Some(d) => d,
             // Groups only grow: "many" needs no more rows.
-            None if keys.overflowed() || keys.len() > MANY_GROUPS => self.fallback.decide(true),
-            None if self.rows >= PROBE_ROWS / 4 && keys.len() * MIN_ROWS_PER_GROUP > self.rows => self.fallback.decide(true),
+            None if keys.overflowed() || keys.len() > MANY_GROUPS => {
+                self.fallback.decide(true)
+            }
+            None if self.rows >= PROBE_ROWS / 4
+                && keys.len() * MIN_ROWS_PER_GROUP > self.rows =>
+            {
+                self.fallback.decide(true)
+            }
             None if self.rows >= PROBE_ROWS => self.fallback.decide(false),
             None => return Next::Probe(self),
         };
-        if fall_back { Next::FallBack(self) } else { Next::Inline }
+        if fall_back {
+            Next::FallBack(self)
+        } else {
+            Next::Inline
+        }
     }
 
     /// The task stopped before a decision (its input ended, or `error`):
@@ -210,21 +247,33 @@ impl Probe {
 
     /// Bytes the kept batches hold (accounted with the task's table).
     pub(crate) fn kept_bytes(&self) -> usize {
-        self.kept.iter().map(RecordBatch::get_array_memory_size).sum()
+        self.kept
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum()
     }
 
     /// Hands the kept batches and the rest of the input to the replay.
-    pub(crate) fn hand_over(mut self, rest: Option<SendableRecordBatchStream>, error: Option<DataFusionError>) {
+    pub(crate) fn hand_over(
+        mut self,
+        rest: Option<SendableRecordBatchStream>,
+        error: Option<DataFusionError>,
+    ) {
         if let Some(tx) = self.tx.take() {
             // A closed receiver: the fallback plan is gone (cancelled).
-            let _ = tx.send(Handed { kept: std::mem::take(&mut self.kept), rest, error });
+            let _ = tx.send(Handed {
+                kept: std::mem::take(&mut self.kept),
+                rest,
+                error,
+            });
         }
     }
 
     /// Counts this task as stopped undecided; the last one decides inline.
     fn vote(&mut self) {
         if !std::mem::replace(&mut self.voted, true)
-            && self.fallback.stopped.fetch_add(1, Ordering::AcqRel) + 1 == self.fallback.tasks
+            && self.fallback.stopped.fetch_add(1, Ordering::AcqRel) + 1
+                == self.fallback.tasks
         {
             self.fallback.decide(false);
         }
@@ -241,10 +290,18 @@ impl Drop for Probe {
 
 /// The original aggregate `template` with its input replaced by `leaf`
 /// (below the partial or single aggregate; fresh nodes, fresh state).
-fn with_leaf(template: &Arc<dyn ExecutionPlan>, leaf: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+fn with_leaf(
+    template: &Arc<dyn ExecutionPlan>,
+    leaf: Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     let recompute = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
     let lowest = template.downcast_ref::<AggregateExec>().is_some_and(|a| {
-        matches!(a.mode(), AggregateMode::Partial | AggregateMode::Single | AggregateMode::SinglePartitioned)
+        matches!(
+            a.mode(),
+            AggregateMode::Partial
+                | AggregateMode::Single
+                | AggregateMode::SinglePartitioned
+        )
     });
     if lowest {
         return Arc::clone(template).replace_children(vec![leaf], recompute);
@@ -254,7 +311,10 @@ fn with_leaf(template: &Arc<dyn ExecutionPlan>, leaf: Arc<dyn ExecutionPlan>) ->
             let child = with_leaf(child, leaf)?;
             Arc::clone(template).replace_children(vec![child], recompute)
         }
-        _ => internal_err!("InlineAggregateExec: fallback template {} has no single input", template.name()),
+        _ => internal_err!(
+            "InlineAggregateExec: fallback template {} has no single input",
+            template.name()
+        ),
     }
 }
 
@@ -270,7 +330,9 @@ pub struct ReplayExec {
 
 impl fmt::Debug for ReplayExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReplayExec").field("schema", &self.schema).finish()
+        f.debug_struct("ReplayExec")
+            .field("schema", &self.schema)
+            .finish()
     }
 }
 
@@ -300,14 +362,32 @@ impl ExecutionPlan for ReplayExec {
         Ok(TreeNodeRecursion::Continue)
     }
 
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() { Ok(self) } else { internal_err!("ReplayExec has no children") }
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("ReplayExec has no children")
+        }
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let part = self.parts.lock().expect("parts lock").get_mut(partition).and_then(Option::take);
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let part = self
+            .parts
+            .lock()
+            .expect("parts lock")
+            .get_mut(partition)
+            .and_then(Option::take);
         let Some((rx, task)) = part else {
-            return internal_err!("ReplayExec: partition {partition} replayed twice or out of range");
+            return internal_err!(
+                "ReplayExec: partition {partition} replayed twice or out of range"
+            );
         };
         let stream = stream::once(async move {
             let handed = rx.await;
@@ -324,6 +404,9 @@ impl ExecutionPlan for ReplayExec {
             Ok::<_, DataFusionError>(kept.chain(error).chain(rest))
         })
         .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), stream)))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
     }
 }

@@ -35,7 +35,11 @@ impl Chunks {
             .iter()
             .find(|(at, b)| *at <= start && start < at + b.len() as u64)
             .map(|(at, b)| b.slice((start - at) as usize..))
-            .ok_or_else(|| datafusion::parquet::errors::ParquetError::General(format!("offset {start} was not fetched")))
+            .ok_or_else(|| {
+                datafusion::parquet::errors::ParquetError::General(format!(
+                    "offset {start} was not fetched"
+                ))
+            })
     }
 }
 
@@ -53,7 +57,11 @@ impl ChunkReader for Chunks {
         Ok(self.tail(start)?.reader())
     }
 
-    fn get_bytes(&self, start: u64, length: usize) -> datafusion::parquet::errors::Result<Bytes> {
+    fn get_bytes(
+        &self,
+        start: u64,
+        length: usize,
+    ) -> datafusion::parquet::errors::Result<Bytes> {
         if length == 0 {
             return Ok(Bytes::new());
         }

@@ -46,7 +46,9 @@ fn prefetch<T>(p: *const T) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: a prefetch is a hint: it never faults, whatever the address.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            p.cast::<i8>(),
+        )
     };
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     let _ = p;
@@ -74,14 +76,25 @@ enum Table {
     /// new table is zeroed memory (fresh pages from the OS need no fill).
     /// `held`: the least and greatest value interned (the table may reach
     /// beyond them).
-    Direct { base: i64, slots: Vec<u32>, held: (i64, i64) },
+    Direct {
+        base: i64,
+        slots: Vec<u32>,
+        held: (i64, i64),
+    },
     /// `(key, id)` side by side: one cache line per probe.
-    Hashed { entries: Vec<(i64, u32)>, mask: usize },
+    Hashed {
+        entries: Vec<(i64, u32)>,
+        mask: usize,
+    },
 }
 
 impl Default for Table {
     fn default() -> Self {
-        Table::Direct { base: 0, slots: vec![], held: (0, 0) }
+        Table::Direct {
+            base: 0,
+            slots: vec![],
+            held: (0, 0),
+        }
     }
 }
 
@@ -125,7 +138,8 @@ impl IntKeys {
     /// Makes room for `groups` groups in all, so that the key vector does
     /// not grow (and copy) batch by batch.
     pub fn reserve_groups(&mut self, groups: usize) {
-        self.values.reserve(groups.saturating_sub(self.values.len()));
+        self.values
+            .reserve(groups.saturating_sub(self.values.len()));
     }
 
     /// Bytes held.
@@ -140,7 +154,13 @@ impl IntKeys {
     /// Assigns each value its group id (`ids`, replaced) and counts rows per
     /// group (`counts`, grown to the number of groups). Rows that `nulls`
     /// marks NULL go to the NULL group.
-    pub fn intern(&mut self, v: &[i64], nulls: Option<&NullBuffer>, ids: &mut Vec<u32>, counts: &mut Vec<u64>) {
+    pub fn intern(
+        &mut self,
+        v: &[i64],
+        nulls: Option<&NullBuffer>,
+        ids: &mut Vec<u32>,
+        counts: &mut Vec<u64>,
+    ) {
         self.intern_expecting(v, nulls, ids, counts, 0)
     }
 
@@ -161,7 +181,13 @@ impl IntKeys {
     }
 
     /// [`Self::intern_expecting`] without the row counts: group ids only.
-    pub fn assign_expecting(&mut self, v: &[i64], nulls: Option<&NullBuffer>, ids: &mut Vec<u32>, rows: usize) {
+    pub fn assign_expecting(
+        &mut self,
+        v: &[i64],
+        nulls: Option<&NullBuffer>,
+        ids: &mut Vec<u32>,
+        rows: usize,
+    ) {
         ids.clear();
         ids.reserve(v.len());
         let nulls = nulls.filter(|n| n.null_count() > 0);
@@ -176,12 +202,18 @@ impl IntKeys {
                 // capacity checks on `ids`.
                 // Big tables get loops of their own (one loop testing a
                 // size flag per row measured 25% slower on 5M distinct keys).
-                Table::Direct { base, slots, .. } if slots.len() >= PREFETCH_MIN_SLOTS => {
+                Table::Direct { base, slots, .. }
+                    if slots.len() >= PREFETCH_MIN_SLOTS =>
+                {
                     // As for the hashed table below.
                     let (base, values) = (*base, &mut self.values);
                     for (i, &x) in v.iter().enumerate() {
                         if let Some(&next) = v.get(i + PREFETCH_AHEAD) {
-                            prefetch(slots.as_ptr().wrapping_add(next.wrapping_sub(base) as usize));
+                            prefetch(
+                                slots
+                                    .as_ptr()
+                                    .wrapping_add(next.wrapping_sub(base) as usize),
+                            );
                         }
                         let slot = &mut slots[(x - base) as usize];
                         if *slot == 0 {
@@ -202,7 +234,9 @@ impl IntKeys {
                         *slot - 1
                     }));
                 }
-                Table::Hashed { entries, mask } if entries.len() >= PREFETCH_MIN_ENTRIES => {
+                Table::Hashed { entries, mask }
+                    if entries.len() >= PREFETCH_MIN_ENTRIES =>
+                {
                     // Past the caches nearly every probe misses: ask for the
                     // slot of the row `PREFETCH_AHEAD` rows on while this one
                     // is probed, so the misses overlap. (The table does not
@@ -210,7 +244,9 @@ impl IntKeys {
                     let (at, mask) = (entries.as_ptr(), *mask);
                     for (i, &x) in v.iter().enumerate() {
                         if let Some(&next) = v.get(i + PREFETCH_AHEAD) {
-                            prefetch(at.wrapping_add((hash_i64(next) >> 32) as usize & mask));
+                            prefetch(
+                                at.wrapping_add((hash_i64(next) >> 32) as usize & mask),
+                            );
                         }
                         ids.push(self.id(x));
                     }
@@ -219,7 +255,11 @@ impl IntKeys {
             },
             Some(n) => {
                 for (i, &x) in v.iter().enumerate() {
-                    ids.push(if n.is_null(i) { self.null_id() } else { self.id(x) });
+                    ids.push(if n.is_null(i) {
+                        self.null_id()
+                    } else {
+                        self.id(x)
+                    });
                 }
             }
         }
@@ -230,14 +270,19 @@ impl IntKeys {
     /// batch (no range scan, no new-key branch per row); returns false, with
     /// `ids` to be discarded, when some value is new or out of range.
     fn intern_known(&self, v: &[i64], ids: &mut Vec<u32>) -> bool {
-        let Table::Direct { base, slots, .. } = &self.table else { return false };
+        let Table::Direct { base, slots, .. } = &self.table else {
+            return false;
+        };
         if slots.len() >= PREFETCH_MIN_SLOTS || slots.is_empty() {
             return false;
         }
         let (base, mut known) = (*base, true);
         ids.extend(v.iter().map(|&x| {
             // A value out of the range counts as new.
-            let s = slots.get(x.wrapping_sub(base) as u64 as usize).copied().unwrap_or(0);
+            let s = slots
+                .get(x.wrapping_sub(base) as u64 as usize)
+                .copied()
+                .unwrap_or(0);
             known &= s != 0;
             s.wrapping_sub(1)
         }));
@@ -287,9 +332,15 @@ impl IntKeys {
         let (lo, hi) = match nulls {
             None if v.is_empty() => return,
             // One pass for both (it vectorises).
-            None => v.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x))),
+            None => v
+                .iter()
+                .fold((i64::MAX, i64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x))),
             Some(n) => {
-                let mut valid = v.iter().enumerate().filter(|(i, _)| n.is_valid(*i)).map(|(_, &x)| x);
+                let mut valid = v
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| n.is_valid(*i))
+                    .map(|(_, &x)| x);
                 let Some(first) = valid.next() else { return };
                 valid.fold((first, first), |(lo, hi), x| (lo.min(x), hi.max(x)))
             }
@@ -298,13 +349,21 @@ impl IntKeys {
         if let Table::Direct { base, slots, held } = &mut self.table {
             // The values' extremes decide direct or hashed; the table's own
             // range may be wider (room left for growth).
-            let (new_lo, new_hi) = if slots.is_empty() { (lo, hi) } else { (held.0.min(lo), held.1.max(hi)) };
+            let (new_lo, new_hi) = if slots.is_empty() {
+                (lo, hi)
+            } else {
+                (held.0.min(lo), held.1.max(hi))
+            };
             let span = (new_hi as i128 - new_lo as i128 + 1) as u128;
-            let limit = (MAX_SLOTS_PER_GROUP * groups_bound).max(MIN_DIRECT_SLOTS) as u128;
+            let limit =
+                (MAX_SLOTS_PER_GROUP * groups_bound).max(MIN_DIRECT_SLOTS) as u128;
             if span <= limit {
                 *held = (new_lo, new_hi);
                 let end = *base as i128 + slots.len() as i128;
-                if slots.is_empty() || (new_lo as i128) < *base as i128 || new_hi as i128 >= end {
+                if slots.is_empty()
+                    || (new_lo as i128) < *base as i128
+                    || new_hi as i128 >= end
+                {
                     // Widening copies the table: leave room (half the old
                     // table on each side that grew) so a range whose
                     // extremes arrive one by one is not copied for each of
@@ -312,15 +371,24 @@ impl IntKeys {
                     // a span close to the limit (a hash partition's share of
                     // a dense range) is otherwise copied whole for every new
                     // extreme.
-                    let (grew_lo, grew_hi) = ((new_lo as i128) < *base as i128, new_hi as i128 >= end);
+                    let (grew_lo, grew_hi) =
+                        ((new_lo as i128) < *base as i128, new_hi as i128 >= end);
                     let (mut lo, mut hi) = (new_lo as i128, new_hi as i128);
                     if !slots.is_empty() {
                         let room = 2 * limit as i128 - span as i128;
                         let share = if grew_lo && grew_hi { room / 2 } else { room };
                         let pad = (slots.len() as i128 / 2).min(share).max(0);
                         // The side that did not grow keeps the old table's end.
-                        lo = if grew_lo { (lo - pad).max(i64::MIN as i128) } else { lo.min(*base as i128) };
-                        hi = if grew_hi { (hi + pad).min(i64::MAX as i128) } else { hi.max(end - 1) };
+                        lo = if grew_lo {
+                            (lo - pad).max(i64::MIN as i128)
+                        } else {
+                            lo.min(*base as i128)
+                        };
+                        hi = if grew_hi {
+                            (hi + pad).min(i64::MAX as i128)
+                        } else {
+                            hi.max(end - 1)
+                        };
                     }
                     let mut grown = vec![0u32; (hi - lo + 1) as usize];
                     if !slots.is_empty() {
@@ -339,7 +407,10 @@ impl IntKeys {
             // Too sparse: hash from now on.
             let old = std::mem::take(slots);
             let base = *base;
-            self.table = Table::Hashed { entries: vec![], mask: 0 };
+            self.table = Table::Hashed {
+                entries: vec![],
+                mask: 0,
+            };
             self.reserve(groups_bound);
             for (off, &g) in old.iter().enumerate() {
                 if g != 0 {
@@ -355,7 +426,9 @@ impl IntKeys {
     /// (linear probing stays short there, and a table half the size of a
     /// half-full one is faulted in and cached at half the cost).
     fn reserve(&mut self, n: usize) {
-        let Table::Hashed { entries, mask } = &mut self.table else { return };
+        let Table::Hashed { entries, mask } = &mut self.table else {
+            return;
+        };
         let wanted = (n + n / 3 + 1).next_power_of_two().max(1024);
         if entries.len() >= wanted {
             return;
@@ -370,7 +443,9 @@ impl IntKeys {
     }
 
     fn insert_hashed(&mut self, x: i64, g: u32) {
-        let Table::Hashed { entries, mask } = &mut self.table else { unreachable!("hashed table") };
+        let Table::Hashed { entries, mask } = &mut self.table else {
+            unreachable!("hashed table")
+        };
         let mut i = (hash_i64(x) >> 32) as usize & *mask;
         while entries[i].1 != EMPTY {
             i = (i + 1) & *mask;
@@ -427,7 +502,11 @@ mod tests {
             let n = nulls.as_ref().map(|n| n.slice(b * 1000, chunk.len()));
             keys.intern(chunk, n.as_ref(), &mut ids, &mut counts);
             for (i, (&x, &g)) in chunk.iter().zip(&ids).enumerate() {
-                let key = if n.as_ref().is_some_and(|n| n.is_null(i)) { None } else { Some(x) };
+                let key = if n.as_ref().is_some_and(|n| n.is_null(i)) {
+                    None
+                } else {
+                    Some(x)
+                };
                 let want = seen.iter().position(|k| *k == key).unwrap_or_else(|| {
                     seen.push(key);
                     seen.len() - 1
@@ -454,8 +533,13 @@ mod tests {
     #[test]
     fn large_tables_agree_with_a_hash_map() {
         let n = 1_500_000i64;
-        let dense: Vec<i64> = (0..n).map(|i| (i * 7919) % n - 3).chain((0..1000).map(|i| i * 11)).collect();
-        let sparse: Vec<i64> = (0..200_000i64).map(|i| (i % 150_000).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64)).collect();
+        let dense: Vec<i64> = (0..n)
+            .map(|i| (i * 7919) % n - 3)
+            .chain((0..1000).map(|i| i * 11))
+            .collect();
+        let sparse: Vec<i64> = (0..200_000i64)
+            .map(|i| (i % 150_000).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64))
+            .collect();
         for (values, direct) in [(dense, true), (sparse, false)] {
             let mut keys = IntKeys::default();
             let (mut ids, mut counts) = (vec![], vec![]);
@@ -470,7 +554,10 @@ mod tests {
             assert_eq!(keys.is_direct(), direct);
             assert_eq!(keys.len(), want.len());
             assert_eq!(counts.iter().sum::<u64>(), values.len() as u64);
-            assert!(want.iter().all(|(&x, &g)| keys.lookup(x) == Some(g) && keys.values()[g as usize] == x));
+            assert!(
+                want.iter().all(|(&x, &g)| keys.lookup(x) == Some(g)
+                    && keys.values()[g as usize] == x)
+            );
         }
     }
 
@@ -481,8 +568,10 @@ mod tests {
     #[test]
     fn a_share_of_a_dense_range_widens_a_few_times() {
         let range = 1_600_000i64;
-        let share: Vec<i64> =
-            (0..range).map(|i| (i * 7919) % range).filter(|&k| hash_i64(k) % 4 == 0).collect();
+        let share: Vec<i64> = (0..range)
+            .map(|i| (i * 7919) % range)
+            .filter(|&k| hash_i64(k) % 4 == 0)
+            .collect();
         let mut keys = IntKeys::default();
         let (mut ids, mut counts) = (vec![], vec![]);
         let mut want: std::collections::HashMap<i64, u32> = Default::default();
@@ -502,19 +591,33 @@ mod tests {
     fn dense_sparse_and_switching_ranges() {
         let mut seed = 3u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             seed >> 16
         };
-        check(&(0..5000).map(|i| (i % 37) as i64).collect::<Vec<_>>(), None);
-        check(&(0..5000).map(|i| -(i as i64) * 3).collect::<Vec<_>>(), None);
+        check(
+            &(0..5000).map(|i| (i % 37) as i64).collect::<Vec<_>>(),
+            None,
+        );
+        check(
+            &(0..5000).map(|i| -(i as i64) * 3).collect::<Vec<_>>(),
+            None,
+        );
         // A direct range that widens on both sides batch after batch.
-        check(&(0..5000).map(|i| if i % 2 == 0 { i as i64 } else { -(i as i64) }).collect::<Vec<_>>(), None);
+        check(
+            &(0..5000)
+                .map(|i| if i % 2 == 0 { i as i64 } else { -(i as i64) })
+                .collect::<Vec<_>>(),
+            None,
+        );
         // Starts dense, then a wide value forces hashing.
         let mut v: Vec<i64> = (0..3000).map(|i| (i % 100) as i64).collect();
         v.extend((0..3000).map(|_| next() as i64));
         v.extend([i64::MIN, i64::MAX, 0, i64::MIN]);
         check(&v, None);
-        let nulls = NullBuffer::from((0..v.len()).map(|i| i % 7 != 3).collect::<Vec<_>>());
+        let nulls =
+            NullBuffer::from((0..v.len()).map(|i| i % 7 != 3).collect::<Vec<_>>());
         check(&v, Some(nulls));
     }
 }

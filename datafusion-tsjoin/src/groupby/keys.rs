@@ -5,12 +5,16 @@ use super::accumulate::count_ids;
 use super::composite::Composite;
 use super::int_map::IntKeys;
 use super::view_keys::ViewKeys;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, UInt32Array, new_empty_array, new_null_array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, UInt32Array, new_empty_array, new_null_array,
+};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use datafusion::common::Result;
 use datafusion::logical_expr::EmitTo;
-use datafusion::physical_plan::aggregates::group_values::{GroupValues, new_group_values};
+use datafusion::physical_plan::aggregates::group_values::{
+    GroupValues, new_group_values,
+};
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use std::sync::Arc;
 
@@ -46,7 +50,10 @@ impl GroupKeys {
     pub(super) fn column(t: &DataType) -> Result<Self> {
         Ok(match t {
             DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => {
-                GroupKeys::View { keys: ViewKeys::default(), data_type: t.clone() }
+                GroupKeys::View {
+                    keys: ViewKeys::default(),
+                    data_type: t.clone(),
+                }
             }
             _ => GroupKeys::try_new(std::slice::from_ref(t))?,
         })
@@ -95,12 +102,22 @@ fn int_like(t: &DataType) -> bool {
 /// Types a [`KeyShape::Composite`] column may have: those a single-column
 /// table codes fast.
 fn codable(t: &DataType) -> bool {
-    int_like(t) || matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 | DataType::Dictionary(..))
+    int_like(t)
+        || matches!(
+            t,
+            DataType::Utf8
+                | DataType::Utf8View
+                | DataType::LargeUtf8
+                | DataType::Dictionary(..)
+        )
 }
 
 /// Group keys of one table (a partial or a merged one).
 pub(crate) enum GroupKeys {
-    Int { keys: IntKeys, data_type: DataType },
+    Int {
+        keys: IntKeys,
+        data_type: DataType,
+    },
     Dict {
         values: Box<dyn GroupValues>,
         dict_type: DataType,
@@ -112,12 +129,22 @@ pub(crate) enum GroupKeys {
     },
     Composite(Box<Composite>),
     /// One string column of a composite key (see [`ViewKeys`]).
-    View { keys: ViewKeys, data_type: DataType },
-    General { values: Box<dyn GroupValues>, types: Vec<DataType> },
+    View {
+        keys: ViewKeys,
+        data_type: DataType,
+    },
+    General {
+        values: Box<dyn GroupValues>,
+        types: Vec<DataType>,
+    },
 }
 
 pub(super) fn group_values(types: &[DataType]) -> Result<Box<dyn GroupValues>> {
-    let fields: Vec<Field> = types.iter().enumerate().map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true)).collect();
+    let fields: Vec<Field> = types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true))
+        .collect();
     new_group_values(Arc::new(Schema::new(fields)), &GroupOrdering::None)
 }
 
@@ -125,9 +152,14 @@ impl GroupKeys {
     /// Empty keys of these types.
     pub(crate) fn try_new(types: &[DataType]) -> Result<Self> {
         Ok(match KeyShape::of(types) {
-            KeyShape::Int => GroupKeys::Int { keys: IntKeys::default(), data_type: types[0].clone() },
+            KeyShape::Int => GroupKeys::Int {
+                keys: IntKeys::default(),
+                data_type: types[0].clone(),
+            },
             KeyShape::Dict => {
-                let DataType::Dictionary(_, value_type) = &types[0] else { unreachable!("dictionary shape") };
+                let DataType::Dictionary(_, value_type) = &types[0] else {
+                    unreachable!("dictionary shape")
+                };
                 GroupKeys::Dict {
                     values: group_values(&[value_type.as_ref().clone()])?,
                     dict_type: types[0].clone(),
@@ -136,8 +168,13 @@ impl GroupKeys {
                     null: None,
                 }
             }
-            KeyShape::Composite => GroupKeys::Composite(Box::new(Composite::try_new(types)?)),
-            KeyShape::General => GroupKeys::General { values: group_values(types)?, types: types.to_vec() },
+            KeyShape::Composite => {
+                GroupKeys::Composite(Box::new(Composite::try_new(types)?))
+            }
+            KeyShape::General => GroupKeys::General {
+                values: group_values(types)?,
+                types: types.to_vec(),
+            },
         })
     }
 
@@ -145,7 +182,9 @@ impl GroupKeys {
     pub(crate) fn len(&self) -> usize {
         match self {
             GroupKeys::Int { keys, .. } => keys.len(),
-            GroupKeys::Dict { values, .. } | GroupKeys::General { values, .. } => values.len(),
+            GroupKeys::Dict { values, .. } | GroupKeys::General { values, .. } => {
+                values.len()
+            }
             GroupKeys::Composite(c) => c.len(),
             GroupKeys::View { keys, .. } => keys.len(),
         }
@@ -182,23 +221,46 @@ impl GroupKeys {
     /// rows per group (`counts`, grown to the number of groups). About
     /// `rows` rows are expected in all (0: unknown), which lets integer
     /// keys over a wide range stay directly indexed.
-    pub(crate) fn intern(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, counts: &mut Vec<u64>, rows: usize) -> Result<()> {
+    pub(crate) fn intern(
+        &mut self,
+        keys: &[ArrayRef],
+        ids: &mut Vec<u32>,
+        counts: &mut Vec<u64>,
+        rows: usize,
+    ) -> Result<()> {
         self.assign(keys, ids, Some(counts), rows)
     }
 
     /// [`Self::intern`], counting rows per group only when `counts` is given.
-    pub(crate) fn assign(&mut self, keys: &[ArrayRef], ids: &mut Vec<u32>, mut counts: Option<&mut Vec<u64>>, rows: usize) -> Result<()> {
+    pub(crate) fn assign(
+        &mut self,
+        keys: &[ArrayRef],
+        ids: &mut Vec<u32>,
+        mut counts: Option<&mut Vec<u64>>,
+        rows: usize,
+    ) -> Result<()> {
         match self {
             GroupKeys::Int { keys: map, .. } => {
                 let v = cast(&keys[0], &DataType::Int64)?;
                 let v = v.as_primitive::<Int64Type>();
                 map.assign_expecting(v.values(), v.nulls(), ids, rows);
             }
-            GroupKeys::Dict { values, value_type, cache, null, .. } => {
+            GroupKeys::Dict {
+                values,
+                value_type,
+                cache,
+                null,
+                ..
+            } => {
                 let dict = keys[0].as_any_dictionary();
-                let fresh = cache.as_ref().is_none_or(|(d, _)| !Arc::ptr_eq(d, dict.values()));
+                let fresh = cache
+                    .as_ref()
+                    .is_none_or(|(d, _)| !Arc::ptr_eq(d, dict.values()));
                 if fresh {
-                    *cache = Some((Arc::clone(dict.values()), vec![UNMAPPED; dict.values().len()]));
+                    *cache = Some((
+                        Arc::clone(dict.values()),
+                        vec![UNMAPPED; dict.values().len()],
+                    ));
                 }
                 let mapping = &mut cache.as_mut().expect("cached").1;
                 let codes = dict.normalized_keys();
@@ -215,7 +277,11 @@ impl GroupKeys {
                     }
                 }
                 if !missing.is_empty() {
-                    let wanted = take(dict.values().as_ref(), &UInt32Array::from(missing.clone()), None)?;
+                    let wanted = take(
+                        dict.values().as_ref(),
+                        &UInt32Array::from(missing.clone()),
+                        None,
+                    )?;
                     let mut g = vec![];
                     values.intern(&[wanted], &mut g)?;
                     for (&c, g) in missing.iter().zip(g) {
@@ -229,18 +295,26 @@ impl GroupKeys {
                             Some(g) => g,
                             None => {
                                 let mut g = vec![];
-                                values.intern(&[new_null_array(value_type, 1)], &mut g)?;
+                                values
+                                    .intern(&[new_null_array(value_type, 1)], &mut g)?;
                                 *null = Some(g[0] as u32);
                                 g[0] as u32
                             }
                         };
-                        ids.extend(codes.iter().enumerate().map(|(i, &c)| if nulls.is_valid(i) { mapping[c] } else { null_id }));
+                        ids.extend(codes.iter().enumerate().map(|(i, &c)| {
+                            if nulls.is_valid(i) {
+                                mapping[c]
+                            } else {
+                                null_id
+                            }
+                        }));
                     }
                     _ => ids.extend(codes.iter().map(|&c| mapping[c])),
                 }
             }
             GroupKeys::Composite(c) => {
-                let interned = c.intern(keys, ids, counts.as_mut().map(|c| &mut **c), rows)?;
+                let interned =
+                    c.intern(keys, ids, counts.as_mut().map(|c| &mut **c), rows)?;
                 if interned && c.len() <= COMPOSITE_MAX_GROUPS {
                     return Ok(());
                 }
@@ -284,12 +358,24 @@ impl GroupKeys {
         match self {
             GroupKeys::Int { keys, data_type } => {
                 let nulls = keys.null_group().map(|g| {
-                    (0..keys.len()).map(|i| i != g as usize).collect::<Vec<_>>().into()
+                    (0..keys.len())
+                        .map(|i| i != g as usize)
+                        .collect::<Vec<_>>()
+                        .into()
                 });
-                let raw: ArrayRef = Arc::new(Int64Array::new(std::mem::take(keys).into_values().into(), nulls));
+                let raw: ArrayRef = Arc::new(Int64Array::new(
+                    std::mem::take(keys).into_values().into(),
+                    nulls,
+                ));
                 Ok(vec![cast_int(&raw, data_type)?])
             }
-            GroupKeys::Dict { values, dict_type, cache, null, .. } => {
+            GroupKeys::Dict {
+                values,
+                dict_type,
+                cache,
+                null,
+                ..
+            } => {
                 *cache = None;
                 *null = None;
                 // (`GroupValues` cannot emit when it never saw a row.)
@@ -327,7 +413,9 @@ fn cast_int(a: &ArrayRef, t: &DataType) -> Result<ArrayRef> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{Date32Array, DictionaryArray, Int32Array, StringArray, TimestampMillisecondArray};
+    use datafusion::arrow::array::{
+        Date32Array, DictionaryArray, Int32Array, StringArray, TimestampMillisecondArray,
+    };
     use datafusion::arrow::datatypes::Int32Type;
 
     fn round_trip(keys: ArrayRef) {
@@ -343,7 +431,10 @@ mod tests {
         let n = keys[0].len();
         let step = n.div_ceil(batches.max(1)).max(1);
         for start in (0..n).step_by(step) {
-            let slice: Vec<ArrayRef> = keys.iter().map(|k| k.slice(start, step.min(n - start))).collect();
+            let slice: Vec<ArrayRef> = keys
+                .iter()
+                .map(|k| k.slice(start, step.min(n - start)))
+                .collect();
             g.intern(&slice, &mut ids, &mut counts, n).unwrap();
             all_ids.extend_from_slice(&ids);
         }
@@ -357,7 +448,11 @@ mod tests {
         for (k, e) in keys.iter().zip(&emitted) {
             assert_eq!(e.data_type(), k.data_type());
             for (i, &id) in all_ids.iter().enumerate() {
-                assert_eq!(k.slice(i, 1).to_data(), e.slice(id as usize, 1).to_data(), "row {i} ({shape})");
+                assert_eq!(
+                    k.slice(i, 1).to_data(),
+                    e.slice(id as usize, 1).to_data(),
+                    "row {i} ({shape})"
+                );
             }
         }
         assert_eq!(counts.iter().sum::<u64>(), n as u64);
@@ -368,34 +463,76 @@ mod tests {
     #[test]
     fn composite_keys_round_trip_and_turn_general_when_many() {
         let strings: ArrayRef = Arc::new(StringArray::from(
-            (0..5000).map(|i| (i % 7 != 3).then(|| ["A", "N", "R", "a string longer than twelve"][i % 4])).collect::<Vec<_>>(),
+            (0..5000)
+                .map(|i| {
+                    (i % 7 != 3)
+                        .then(|| ["A", "N", "R", "a string longer than twelve"][i % 4])
+                })
+                .collect::<Vec<_>>(),
         ));
-        let ints: ArrayRef = Arc::new(Int32Array::from((0..5000).map(|i| (i % 11 != 0).then_some(i as i32 % 5)).collect::<Vec<_>>()));
-        let dict: DictionaryArray<Int32Type> = (0..5000).map(|i| Some(["x", "y"][i % 2])).collect();
-        let g = round_trip_all(&[Arc::clone(&strings), Arc::clone(&ints), Arc::new(dict)], 7);
+        let ints: ArrayRef = Arc::new(Int32Array::from(
+            (0..5000)
+                .map(|i| (i % 11 != 0).then_some(i as i32 % 5))
+                .collect::<Vec<_>>(),
+        ));
+        let dict: DictionaryArray<Int32Type> =
+            (0..5000).map(|i| Some(["x", "y"][i % 2])).collect();
+        let g = round_trip_all(
+            &[Arc::clone(&strings), Arc::clone(&ints), Arc::new(dict)],
+            7,
+        );
         assert!(matches!(g, GroupKeys::Composite(_)));
         // More distinct pairs than COMPOSITE_MAX_GROUPS: the table moves to
         // the general shape mid-way and the ids stay right.
         let n = COMPOSITE_MAX_GROUPS * 2;
-        let a: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| i * 31 % 1000)));
-        let b: ArrayRef = Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("k{}", i % 3001))));
+        let a: ArrayRef = Arc::new(Int64Array::from_iter_values(
+            (0..n as i64).map(|i| i * 31 % 1000),
+        ));
+        let b: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..n).map(|i| format!("k{}", i % 3001)),
+        ));
         let g = round_trip_all(&[a, b], 9);
         assert!(matches!(g, GroupKeys::General { .. }));
         // Narrow enough for the pair table, too many groups: switches after
         // some batches hold groups already.
-        let a: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| i % 512)));
-        let b: ArrayRef = Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("{}", i / 512 % 2048))));
+        let a: ArrayRef =
+            Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| i % 512)));
+        let b: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..n).map(|i| format!("{}", i / 512 % 2048)),
+        ));
         let g = round_trip_all(&[a, b], 16);
         assert!(matches!(g, GroupKeys::General { .. }));
     }
 
     #[test]
     fn every_shape_round_trips_its_keys() {
-        round_trip(Arc::new(Int32Array::from(vec![Some(3), None, Some(-1), Some(3), None])));
-        round_trip(Arc::new(Date32Array::from(vec![Some(19000), Some(1), None, Some(19000)])));
-        round_trip(Arc::new(TimestampMillisecondArray::from(vec![Some(5), Some(5), None]).with_timezone("UTC")));
-        let dict: DictionaryArray<Int32Type> = vec![Some("a"), None, Some("b"), Some("a")].into_iter().collect();
+        round_trip(Arc::new(Int32Array::from(vec![
+            Some(3),
+            None,
+            Some(-1),
+            Some(3),
+            None,
+        ])));
+        round_trip(Arc::new(Date32Array::from(vec![
+            Some(19000),
+            Some(1),
+            None,
+            Some(19000),
+        ])));
+        round_trip(Arc::new(
+            TimestampMillisecondArray::from(vec![Some(5), Some(5), None])
+                .with_timezone("UTC"),
+        ));
+        let dict: DictionaryArray<Int32Type> =
+            vec![Some("a"), None, Some("b"), Some("a")]
+                .into_iter()
+                .collect();
         round_trip(Arc::new(dict));
-        round_trip(Arc::new(StringArray::from(vec![Some("x"), None, Some("y"), Some("x")])));
+        round_trip(Arc::new(StringArray::from(vec![
+            Some("x"),
+            None,
+            Some("y"),
+            Some("x"),
+        ])));
     }
 }

@@ -30,10 +30,10 @@ mod stream;
 mod view_keys;
 
 pub use accumulate::{AggFn, Domain, InlineAgg, supported};
+pub use composite::MAX_PAIR_SLOTS;
 pub use exec::InlineAggregateExec;
 pub use fallback::{MANY_GROUPS, MIN_ROWS_PER_GROUP, ReplayExec};
 pub use int_map::{IntKeys, MAX_SLOTS_PER_GROUP, MIN_DIRECT_SLOTS, hash_i64};
-pub use composite::MAX_PAIR_SLOTS;
 pub use keys::{COMPOSITE_MAX_GROUPS, KeyShape};
 pub use rule::InlineAggregateRule;
 pub use view_keys::ViewKeys;

@@ -47,7 +47,11 @@ use std::sync::Arc;
 pub struct InlineAggregateRule;
 
 impl PhysicalOptimizerRule for InlineAggregateRule {
-    fn optimize(&self, plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         let options = config.extensions.get::<TsJoinOptions>();
         if !options.is_none_or(|o| o.inline_aggregate) {
             return Ok(plan);
@@ -73,8 +77,13 @@ impl PhysicalOptimizerRule for InlineAggregateRule {
 
 /// The replacement for `node`, when it is a supported aggregate (and its
 /// keys have a shape where inline wins, unless `all_keys`).
-fn inline(node: &Arc<dyn ExecutionPlan>, all_keys: bool) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let Some(top) = node.downcast_ref::<AggregateExec>() else { return Ok(None) };
+fn inline(
+    node: &Arc<dyn ExecutionPlan>,
+    all_keys: bool,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(top) = node.downcast_ref::<AggregateExec>() else {
+        return Ok(None);
+    };
     let lower = match top.mode() {
         AggregateMode::Final | AggregateMode::FinalPartitioned => {
             let mut child = top.input();
@@ -90,7 +99,9 @@ fn inline(node: &Arc<dyn ExecutionPlan>, all_keys: bool) -> Result<Option<Arc<dy
         _ => return Ok(None),
     };
     let gby = lower.group_expr();
-    let plain = |a: &AggregateExec| a.limit_options().is_none() && *a.input_order_mode() == InputOrderMode::Linear;
+    let plain = |a: &AggregateExec| {
+        a.limit_options().is_none() && *a.input_order_mode() == InputOrderMode::Linear
+    };
     if gby.is_empty() || gby.has_grouping_set() || !plain(top) || !plain(lower) {
         return Ok(None);
     }
@@ -99,7 +110,11 @@ fn inline(node: &Arc<dyn ExecutionPlan>, all_keys: bool) -> Result<Option<Arc<dy
     }
     let input = lower.input();
     let input_schema = input.schema();
-    let key_types = gby.expr().iter().map(|(e, _)| e.data_type(&input_schema)).collect::<Result<Vec<_>>>()?;
+    let key_types = gby
+        .expr()
+        .iter()
+        .map(|(e, _)| e.data_type(&input_schema))
+        .collect::<Result<Vec<_>>>()?;
     let shape = KeyShape::of(&key_types);
     if !all_keys && shape == KeyShape::General {
         return Ok(None);
@@ -110,26 +125,45 @@ fn inline(node: &Arc<dyn ExecutionPlan>, all_keys: bool) -> Result<Option<Arc<dy
         if a.is_distinct() || !a.order_bys().is_empty() {
             return Ok(None);
         }
-        let Some(mut fun) = AggFn::from_name(a.fun().name()) else { return Ok(None) };
+        let Some(mut fun) = AggFn::from_name(a.fun().name()) else {
+            return Ok(None);
+        };
         let mut arg = match a.expressions().as_slice() {
             [] => None,
             [x] => Some(Arc::clone(x)),
             _ => return Ok(None),
         };
         // `count(*)` arrives as `count(1)`.
-        if fun == AggFn::Count && arg.as_ref().and_then(|e| e.downcast_ref::<Literal>()).is_some_and(|l| !l.value().is_null()) {
+        if fun == AggFn::Count
+            && arg
+                .as_ref()
+                .and_then(|e| e.downcast_ref::<Literal>())
+                .is_some_and(|l| !l.value().is_null())
+        {
             (fun, arg) = (AggFn::CountStar, None);
         }
-        let input_type = arg.as_ref().map(|e| e.data_type(&input_schema)).transpose()?;
+        let input_type = arg
+            .as_ref()
+            .map(|e| e.data_type(&input_schema))
+            .transpose()?;
         let field = Arc::new(out_schema.field(gby.expr().len() + i).clone());
         if !supported(fun, input_type.as_ref(), field.data_type()) {
             return Ok(None);
         }
         aggs.push(InlineAgg { fun, arg, field });
     }
-    let exec = InlineAggregateExec::try_new(Arc::clone(input), gby.expr().to_vec(), aggs, Arc::clone(top.properties()))?;
+    let exec = InlineAggregateExec::try_new(
+        Arc::clone(input),
+        gby.expr().to_vec(),
+        aggs,
+        Arc::clone(top.properties()),
+    )?;
     // Composite keys win while their groups are few; by default a probe
     // decides at run time and falls back to this very plan when they are
     // many. `all_keys` keeps every key list inline (to compare).
-    Ok(Some(Arc::new(if all_keys { exec } else { exec.with_fallback(Arc::clone(node)) })))
+    Ok(Some(Arc::new(if all_keys {
+        exec
+    } else {
+        exec.with_fallback(Arc::clone(node))
+    })))
 }

@@ -12,8 +12,8 @@
 //! partition then merges its share of the phase-1 tables.
 
 use super::accumulate::{InlineAgg, State, counts_array};
-use super::exec::InlineAggregateExec;
 use super::dictionary_scan::{DictionaryScan, Work};
+use super::exec::InlineAggregateExec;
 use super::fallback::{Fallback, Next, Probe};
 use super::keys::GroupKeys;
 use crate::config::TsJoinOptions;
@@ -26,12 +26,19 @@ use datafusion::common::stats::Precision;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, Time};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, Time,
+};
 use datafusion::physical_plan::repartition::REPARTITION_RANDOM_STATE;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream};
-use futures::{StreamExt, TryStreamExt, stream::{self, BoxStream}};
+use datafusion::physical_plan::{
+    ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream,
+};
+use futures::{
+    StreamExt, TryStreamExt,
+    stream::{self, BoxStream},
+};
 use std::sync::Arc;
 use tokio::sync::{OnceCell, mpsc};
 
@@ -70,14 +77,22 @@ impl Rows {
     }
 
     fn memory_size(&self) -> usize {
-        self.keys.iter().chain(self.args.iter().flatten()).map(|a| a.get_array_memory_size()).sum()
+        self.keys
+            .iter()
+            .chain(self.args.iter().flatten())
+            .map(|a| a.get_array_memory_size())
+            .sum()
     }
 
     fn take(&self, idx: &UInt32Array) -> Result<Rows> {
         let t = |a: &ArrayRef| -> Result<ArrayRef> { Ok(take(a.as_ref(), idx, None)?) };
         Ok(Rows {
             keys: self.keys.iter().map(t).collect::<Result<_>>()?,
-            args: self.args.iter().map(|a| a.as_ref().map(t).transpose()).collect::<Result<_>>()?,
+            args: self
+                .args
+                .iter()
+                .map(|a| a.as_ref().map(t).transpose())
+                .collect::<Result<_>>()?,
         })
     }
 }
@@ -93,9 +108,18 @@ pub(super) struct Table {
 
 impl Table {
     pub(super) fn new(spec: &Spec) -> Result<Self> {
-        let states =
-            spec.aggs.iter().zip(&spec.arg_types).map(|(a, t)| State::new(a, t.as_ref())).collect::<Result<_>>()?;
-        Ok(Self { keys: GroupKeys::try_new(&spec.key_types)?, states, counts: vec![], ids: vec![] })
+        let states = spec
+            .aggs
+            .iter()
+            .zip(&spec.arg_types)
+            .map(|(a, t)| State::new(a, t.as_ref()))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            keys: GroupKeys::try_new(&spec.key_types)?,
+            states,
+            counts: vec![],
+            ids: vec![],
+        })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -113,13 +137,15 @@ impl Table {
     /// grows (and copies) batch by batch.
     pub(super) fn reserve(&mut self, groups: usize) {
         self.keys.reserve_groups(groups);
-        self.counts.reserve(groups.saturating_sub(self.counts.len()));
+        self.counts
+            .reserve(groups.saturating_sub(self.counts.len()));
         self.states.iter_mut().for_each(|s| s.reserve(groups));
     }
 
     /// Aggregates rows in (`expected`: rows to come in all, 0 if unknown).
     fn update(&mut self, rows: &Rows, expected: usize) -> Result<()> {
-        self.keys.intern(&rows.keys, &mut self.ids, &mut self.counts, expected)?;
+        self.keys
+            .intern(&rows.keys, &mut self.ids, &mut self.counts, expected)?;
         self.update_states(&rows.args)
     }
 
@@ -138,10 +164,15 @@ impl Table {
             other.keys.clone()
         } else {
             let idx = UInt32Array::from(from.to_vec());
-            other.keys.iter().map(|k| Ok(take(k.as_ref(), &idx, None)?)).collect::<Result<Vec<_>>>()?
+            other
+                .keys
+                .iter()
+                .map(|k| Ok(take(k.as_ref(), &idx, None)?))
+                .collect::<Result<Vec<_>>>()?
         };
         let mut scratch = vec![];
-        self.keys.intern(&keys, &mut self.ids, &mut scratch, expected)?;
+        self.keys
+            .intern(&keys, &mut self.ids, &mut scratch, expected)?;
         self.counts.resize(self.keys.len(), 0);
         for (&f, &t) in from.iter().zip(&self.ids) {
             self.counts[t as usize] += other.counts[f as usize];
@@ -194,7 +225,9 @@ pub(crate) struct Phase1 {
 
 impl std::fmt::Debug for Phase1 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Phase1").field("outputs", &self.queued.len()).finish()
+        f.debug_struct("Phase1")
+            .field("outputs", &self.queued.len())
+            .finish()
     }
 }
 
@@ -209,8 +242,12 @@ impl Senders {
     /// Queues rows for their output partitions, accounting their memory
     /// (an over-budget queue is an error, as any buffer here).
     fn send(&self, parts: Vec<Rows>) -> Result<()> {
-        let Some(phase1) = self.phase1.upgrade() else { return Ok(()) };
-        for ((queue, reservation), part) in self.queues.iter().zip(&phase1.queued).zip(parts) {
+        let Some(phase1) = self.phase1.upgrade() else {
+            return Ok(());
+        };
+        for ((queue, reservation), part) in
+            self.queues.iter().zip(&phase1.queued).zip(parts)
+        {
             if part.len() > 0 {
                 reservation.try_grow(part.memory_size())?;
                 // A closed queue: its output partition's stream is gone.
@@ -223,7 +260,9 @@ impl Senders {
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Table").field("groups", &self.len()).finish()
+        f.debug_struct("Table")
+            .field("groups", &self.len())
+            .finish()
     }
 }
 
@@ -234,20 +273,39 @@ pub(crate) fn inline_aggregate_stream(
 ) -> Result<SendableRecordBatchStream> {
     let input_schema = exec.input.schema();
     let spec = Arc::new(Spec {
-        group_exprs: exec.group_exprs.iter().map(|(e, _)| Arc::clone(e)).collect(),
-        key_types: exec.group_exprs.iter().map(|(e, _)| e.data_type(&input_schema)).collect::<Result<_>>()?,
+        group_exprs: exec
+            .group_exprs
+            .iter()
+            .map(|(e, _)| Arc::clone(e))
+            .collect(),
+        key_types: exec
+            .group_exprs
+            .iter()
+            .map(|(e, _)| e.data_type(&input_schema))
+            .collect::<Result<_>>()?,
         aggs: exec.aggs.clone(),
         arg_types: exec
             .aggs
             .iter()
-            .map(|a| a.arg.as_ref().map(|e| e.data_type(&input_schema)).transpose())
+            .map(|a| {
+                a.arg
+                    .as_ref()
+                    .map(|e| e.data_type(&input_schema))
+                    .transpose()
+            })
             .collect::<Result<_>>()?,
         outputs: exec.properties().output_partitioning().partition_count(),
     });
     let baseline = BaselineMetrics::new(&exec.metrics, partition);
-    let phase1_time: Time = MetricBuilder::new(&exec.metrics).subset_time("phase1_time", partition);
-    let merge_time: Time = MetricBuilder::new(&exec.metrics).subset_time("merge_time", partition);
-    let cell = exec.run.lock().expect("run lock").join(partition, spec.outputs);
+    let phase1_time: Time =
+        MetricBuilder::new(&exec.metrics).subset_time("phase1_time", partition);
+    let merge_time: Time =
+        MetricBuilder::new(&exec.metrics).subset_time("merge_time", partition);
+    let cell = exec
+        .run
+        .lock()
+        .expect("run lock")
+        .join(partition, spec.outputs);
     let (input, schema) = (Arc::clone(&exec.input), Arc::clone(&exec.schema));
     let use_codes = context
         .session_config()
@@ -257,7 +315,8 @@ pub(crate) fn inline_aggregate_stream(
         .is_none_or(|o| o.inline_aggregate_dictionary_scan);
     let dictionary = exec.dictionary.clone().filter(|_| use_codes);
     let metrics = exec.metrics.clone();
-    let code_rows = MetricBuilder::new(&exec.metrics).counter("dictionary_scan_rows", partition);
+    let code_rows =
+        MetricBuilder::new(&exec.metrics).counter("dictionary_scan_rows", partition);
     let out_schema = Arc::clone(&schema);
     let batch_size = context.session_config().batch_size();
     let template = exec.fallback.clone();
@@ -342,7 +401,9 @@ async fn start(
     // big before the pool sees it), and at most MAX_ROWS_HINT: growth past it
     // is by doubling. Statistics are only a hint: failing to get them is not
     // an error.
-    let rows = StatisticsContext::new().compute(input.as_ref(), &StatisticsArgs::new()).map(|s| s.num_rows);
+    let rows = StatisticsContext::new()
+        .compute(input.as_ref(), &StatisticsArgs::new())
+        .map(|s| s.num_rows);
     let rows_hint = match rows.unwrap_or(Precision::Absent) {
         Precision::Exact(n) => (n / spec.outputs.max(1)).min(MAX_ROWS_HINT),
         _ => 0,
@@ -350,16 +411,21 @@ async fn start(
     let partitions = input.output_partitioning().partition_count();
     let (fallback, probes) = match template.filter(|_| work.is_none()) {
         Some(t) => {
-            let (f, probes) = Fallback::new(t, Arc::clone(input.properties()), partitions);
+            let (f, probes) =
+                Fallback::new(t, Arc::clone(input.properties()), partitions);
             (Some(f), probes)
         }
         None => (None, vec![]),
     };
     // One probe per task when the run may fall back, else none.
     let mut probes = probes.into_iter();
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..spec.outputs).map(|_| mpsc::unbounded_channel()).unzip();
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        (0..spec.outputs).map(|_| mpsc::unbounded_channel()).unzip();
     let queued = (0..spec.outputs)
-        .map(|p| MemoryConsumer::new(format!("InlineAggregateExec[queue {p}]")).register(context.memory_pool()))
+        .map(|p| {
+            MemoryConsumer::new(format!("InlineAggregateExec[queue {p}]"))
+                .register(context.memory_pool())
+        })
         .collect();
     let phase1 = Arc::new(Phase1 {
         queues: std::sync::Mutex::new(receivers.into_iter().map(Some).collect()),
@@ -370,21 +436,38 @@ async fn start(
         rows_hint,
         fallback,
     });
-    let senders = Senders { queues: senders, phase1: Arc::downgrade(&phase1) };
+    let senders = Senders {
+        queues: senders,
+        phase1: Arc::downgrade(&phase1),
+    };
     let mut tasks = vec![];
     for p in 0..partitions {
         let probe = probes.next();
-        let reservation = MemoryConsumer::new(format!("InlineAggregateExec[{p}]")).register(context.memory_pool());
+        let reservation = MemoryConsumer::new(format!("InlineAggregateExec[{p}]"))
+            .register(context.memory_pool());
         let spec = Arc::clone(spec);
         tasks.push(match &work {
             Some(work) => {
-                let task = scan_partition(Arc::clone(work), spec, context.session_config().batch_size(), reservation);
-                SpawnedTask::spawn(async move { task.await.map(|(rows, partial)| (rows, Some(partial))) })
+                let task = scan_partition(
+                    Arc::clone(work),
+                    spec,
+                    context.session_config().batch_size(),
+                    reservation,
+                );
+                SpawnedTask::spawn(async move {
+                    task.await.map(|(rows, partial)| (rows, Some(partial)))
+                })
             }
             None => {
                 let stream = input.execute(p, Arc::clone(context))?;
                 let senders = senders.clone();
-                SpawnedTask::spawn(async move { Ok((0, aggregate_partition(stream, spec, senders, reservation, probe).await?)) })
+                SpawnedTask::spawn(async move {
+                    Ok((
+                        0,
+                        aggregate_partition(stream, spec, senders, reservation, probe)
+                            .await?,
+                    ))
+                })
             }
         });
     }
@@ -440,16 +523,27 @@ async fn aggregate_partition(
                 probe.keep(&batch);
             }
             let rows = Rows {
-                keys: spec.group_exprs.iter().map(|e| eval(e, &batch)).collect::<Result<_>>()?,
-                args: spec.aggs.iter().map(|a| a.arg.as_ref().map(|e| eval(e, &batch)).transpose()).collect::<Result<_>>()?,
+                keys: spec
+                    .group_exprs
+                    .iter()
+                    .map(|e| eval(e, &batch))
+                    .collect::<Result<_>>()?,
+                args: spec
+                    .aggs
+                    .iter()
+                    .map(|a| a.arg.as_ref().map(|e| eval(e, &batch)).transpose())
+                    .collect::<Result<_>>()?,
             };
             if spooling {
                 senders.send(split(rows, spec.outputs)?)?;
             } else {
                 seen += rows.len();
                 table.update(&rows, 0)?;
-                spooling = seen >= PROBE_ROWS && table.len() as f64 > SPOOL_RATIO * seen as f64;
-                reservation.try_resize(table.memory_size() + probe.as_ref().map_or(0, Probe::kept_bytes))?;
+                spooling =
+                    seen >= PROBE_ROWS && table.len() as f64 > SPOOL_RATIO * seen as f64;
+                reservation.try_resize(
+                    table.memory_size() + probe.as_ref().map_or(0, Probe::kept_bytes),
+                )?;
             }
             Ok(())
         });
@@ -491,10 +585,24 @@ async fn scan_partition(
 }
 
 /// A finished phase-1 table as a [`Partial`].
-fn finish(mut table: Table, spec: &Spec, reservation: MemoryReservation) -> Result<Partial> {
+fn finish(
+    mut table: Table,
+    spec: &Spec,
+    reservation: MemoryReservation,
+) -> Result<Partial> {
     let keys = table.keys.emit()?;
-    let partition = if spec.outputs > 1 { output_partitions(&keys, table.len(), spec.outputs)? } else { vec![] };
-    Ok(Partial { keys, states: table.states, counts: table.counts, partition, _reservation: reservation })
+    let partition = if spec.outputs > 1 {
+        output_partitions(&keys, table.len(), spec.outputs)?
+    } else {
+        vec![]
+    };
+    Ok(Partial {
+        keys,
+        states: table.states,
+        counts: table.counts,
+        partition,
+        _reservation: reservation,
+    })
 }
 
 /// Output partition of each row of `keys`, as DataFusion's hash
@@ -502,7 +610,10 @@ fn finish(mut table: Table, spec: &Spec, reservation: MemoryReservation) -> Resu
 fn output_partitions(keys: &[ArrayRef], rows: usize, outputs: usize) -> Result<Vec<u32>> {
     let mut hashes = vec![0u64; rows];
     create_hashes(keys, REPARTITION_RANDOM_STATE.random_state(), &mut hashes)?;
-    Ok(hashes.into_iter().map(|h| (h % outputs as u64) as u32).collect())
+    Ok(hashes
+        .into_iter()
+        .map(|h| (h % outputs as u64) as u32)
+        .collect())
 }
 
 /// Splits rows by output partition.
@@ -511,10 +622,15 @@ fn split(rows: Rows, outputs: usize) -> Result<Vec<Rows>> {
         return Ok(vec![rows]);
     }
     let mut idx: Vec<Vec<u32>> = vec![vec![]; outputs];
-    for (i, p) in output_partitions(&rows.keys, rows.len(), outputs)?.into_iter().enumerate() {
+    for (i, p) in output_partitions(&rows.keys, rows.len(), outputs)?
+        .into_iter()
+        .enumerate()
+    {
         idx[p as usize].push(i as u32);
     }
-    idx.into_iter().map(|i| rows.take(&UInt32Array::from(i))).collect()
+    idx.into_iter()
+        .map(|i| rows.take(&UInt32Array::from(i)))
+        .collect()
 }
 
 /// Phase 2's second part for output partition `p`: merges the partial
@@ -536,11 +652,23 @@ fn merge(
         && spec.outputs == 1
         && table.len() == 0
     {
-        return emit(schema, &spec.aggs, only.keys.clone(), only.states.clone(), only.counts.clone(), batch_size);
+        return emit(
+            schema,
+            &spec.aggs,
+            only.keys.clone(),
+            only.states.clone(),
+            only.counts.clone(),
+            batch_size,
+        );
     }
     let mine = |pt: &Partial| -> Vec<u32> {
         let all = 0..pt.counts.len() as u32;
-        if spec.outputs == 1 { all.collect() } else { all.filter(|&g| pt.partition[g as usize] as usize == p).collect() }
+        if spec.outputs == 1 {
+            all.collect()
+        } else {
+            all.filter(|&g| pt.partition[g as usize] as usize == p)
+                .collect()
+        }
     };
     let from: Vec<Vec<u32>> = partials.iter().map(mine).collect();
     // `expected` bounds the groups: each merged group is new at most once.
@@ -553,7 +681,14 @@ fn merge(
         }
     }
     let keys = table.keys.emit()?;
-    emit(schema, &spec.aggs, keys, table.states, table.counts, batch_size)
+    emit(
+        schema,
+        &spec.aggs,
+        keys,
+        table.states,
+        table.counts,
+        batch_size,
+    )
 }
 
 /// The output rows of a table: keys then one column per aggregate.
@@ -580,8 +715,15 @@ fn emit(
         .collect::<Result<Vec<_>>>()?;
     let counts = counts_array(counts);
     let mut columns = keys;
-    columns.extend(evaluated.into_iter().map(|c| c.unwrap_or_else(|| Arc::clone(&counts))));
+    columns.extend(
+        evaluated
+            .into_iter()
+            .map(|c| c.unwrap_or_else(|| Arc::clone(&counts))),
+    );
     let batch = RecordBatch::try_new(Arc::clone(schema), columns)?;
     let batch_size = batch_size.max(1);
-    Ok((0..batch.num_rows()).step_by(batch_size).map(|s| batch.slice(s, batch_size.min(batch.num_rows() - s))).collect())
+    Ok((0..batch.num_rows())
+        .step_by(batch_size)
+        .map(|s| batch.slice(s, batch_size.min(batch.num_rows() - s)))
+        .collect())
 }

@@ -79,7 +79,11 @@ impl ViewKeys {
             }
             Some(n) => {
                 for (i, &v) in views.iter().enumerate() {
-                    ids.push(if n.is_null(i) { self.null_code() } else { self.code(a, i, v) });
+                    ids.push(if n.is_null(i) {
+                        self.null_code()
+                    } else {
+                        self.code(a, i, v)
+                    });
                 }
             }
         }
@@ -91,7 +95,9 @@ impl ViewKeys {
     /// false, with `ids` to be discarded, when some row is new, long or
     /// displaced.
     fn intern_known(&self, views: &[u128], ids: &mut Vec<u32>) -> bool {
-        let Some(table) = self.known() else { return false };
+        let Some(table) = self.known() else {
+            return false;
+        };
         let mut known = true;
         ids.extend(views.iter().map(|&v| {
             let (c, found) = table.code(v);
@@ -105,7 +111,10 @@ impl ViewKeys {
     /// inline string in its home slot (few keys, as [`Self::spread`] keeps
     /// them): for callers that look views up row by row themselves.
     pub(crate) fn known(&self) -> Option<Known<'_>> {
-        (!self.entries.is_empty() && self.len() <= SPREAD_KEYS).then_some(Known { entries: &self.entries, mask: self.mask })
+        (!self.entries.is_empty() && self.len() <= SPREAD_KEYS).then_some(Known {
+            entries: &self.entries,
+            mask: self.mask,
+        })
     }
 
     /// The strings of every code, in code order.
@@ -141,7 +150,9 @@ impl ViewKeys {
         let tag = if len <= INLINE_LEN {
             unpadded(view)
         } else {
-            let h = REPARTITION_RANDOM_STATE.random_state().hash_one(a.value(i).as_bytes());
+            let h = REPARTITION_RANDOM_STATE
+                .random_state()
+                .hash_one(a.value(i).as_bytes());
             ((h as u128) << 64) | len as u128
         };
         let (lo, hi) = (tag as u64, (tag >> 64) as u64);
@@ -154,7 +165,10 @@ impl ViewKeys {
             if c == EMPTY {
                 break;
             }
-            if elo == lo && ehi == hi && (len <= INLINE_LEN || self.string(c) == a.value(i).as_bytes()) {
+            if elo == lo
+                && ehi == hi
+                && (len <= INLINE_LEN || self.string(c) == a.value(i).as_bytes())
+            {
                 return c;
             }
             s = (s + 1) & self.mask;
@@ -178,7 +192,11 @@ impl ViewKeys {
     /// row, which costs more than the lookup itself.
     fn spread(&mut self) {
         while self.entries.len() < SPREAD_SLOTS
-            && self.entries.iter().enumerate().any(|(s, e)| e.2 != EMPTY && slot(e.0, e.1, self.mask) != s)
+            && self
+                .entries
+                .iter()
+                .enumerate()
+                .any(|(s, e)| e.2 != EMPTY && slot(e.0, e.1, self.mask) != s)
         {
             self.grow();
         }
@@ -221,7 +239,10 @@ impl Known<'_> {
         let (lo, hi) = (v as u64, (v >> 64) as u64);
         let (elo, ehi, c) = self.entries[slot(lo, hi, self.mask)];
         // (An empty slot holds (0, 0): the empty string's view.)
-        (c, (v as u32 <= INLINE_LEN) & (elo == lo) & (ehi == hi) & (c != EMPTY))
+        (
+            c,
+            (v as u32 <= INLINE_LEN) & (elo == lo) & (ehi == hi) & (c != EMPTY),
+        )
     }
 }
 
@@ -251,7 +272,12 @@ mod tests {
     fn known_keys_pass_falls_back_on_new_keys() {
         let mut keys = ViewKeys::default();
         let mut ids = vec![];
-        let batches: [&[&str]; 4] = [&["", "a"], &["a", "", "a"], &["b", "", "a"], &["a", "a long string, over 12", "b", ""]];
+        let batches: [&[&str]; 4] = [
+            &["", "a"],
+            &["a", "", "a"],
+            &["b", "", "a"],
+            &["a", "a long string, over 12", "b", ""],
+        ];
         let want: [&[u32]; 4] = [&[0, 1], &[1, 0, 1], &[2, 0, 1], &[1, 3, 2, 0]];
         for (batch, want) in batches.iter().zip(want) {
             keys.intern(&StringViewArray::from(batch.to_vec()), &mut ids);
@@ -261,21 +287,37 @@ mod tests {
         // "a" again, with garbage in its view's padding.
         let padded = (1u128 | (b'a' as u128) << 32) | (0xABu128 << 48);
         // SAFETY: an inline view of the valid string "a"; no buffers needed.
-        let odd = unsafe { StringViewArray::new_unchecked(vec![padded].into(), vec![], None) };
+        let odd =
+            unsafe { StringViewArray::new_unchecked(vec![padded].into(), vec![], None) };
         keys.intern(&odd, &mut ids);
         assert_eq!(ids, [1]);
     }
 
     #[test]
     fn short_long_and_null_strings_keep_their_codes_across_batches() {
-        let words: Vec<String> = (0..300).map(|i| if i % 3 == 0 { format!("long string number {i:05}") } else { format!("s{i}") }).collect();
+        let words: Vec<String> = (0..300)
+            .map(|i| {
+                if i % 3 == 0 {
+                    format!("long string number {i:05}")
+                } else {
+                    format!("s{i}")
+                }
+            })
+            .collect();
         let mut keys = ViewKeys::default();
         let mut ids = vec![];
-        let mut first: std::collections::HashMap<Option<String>, u32> = Default::default();
+        let mut first: std::collections::HashMap<Option<String>, u32> =
+            Default::default();
         for batch in 0..5u64 {
-            let rows: Vec<Option<String>> =
-                (0..1000u64).map(|r| ((r * 7 + batch) % 13 != 0).then(|| words[((r * 31 + batch * 17) % 300) as usize].clone())).collect();
-            let a = StringViewArray::from(rows.iter().map(|s| s.as_deref()).collect::<Vec<_>>());
+            let rows: Vec<Option<String>> = (0..1000u64)
+                .map(|r| {
+                    ((r * 7 + batch) % 13 != 0)
+                        .then(|| words[((r * 31 + batch * 17) % 300) as usize].clone())
+                })
+                .collect();
+            let a = StringViewArray::from(
+                rows.iter().map(|s| s.as_deref()).collect::<Vec<_>>(),
+            );
             keys.intern(&a, &mut ids);
             for (row, &id) in rows.iter().zip(&ids) {
                 assert_eq!(*first.entry(row.clone()).or_insert(id), id, "{row:?}");
@@ -285,7 +327,12 @@ mod tests {
         let emitted = keys.emit();
         let emitted = emitted.as_string_view();
         for (s, &c) in &first {
-            assert_eq!(s.as_deref(), emitted.is_valid(c as usize).then(|| emitted.value(c as usize)));
+            assert_eq!(
+                s.as_deref(),
+                emitted
+                    .is_valid(c as usize)
+                    .then(|| emitted.value(c as usize))
+            );
         }
     }
 }

@@ -22,8 +22,12 @@ fn lanes(r: __m256d, op: impl Fn(f64, f64) -> f64) -> f64 {
 #[target_feature(enable = "avx2")]
 pub unsafe fn sum_f64(v: &[f64]) -> f64 {
     let mut blocks = v.chunks_exact(SUM_BLOCK);
-    let (mut a0, mut a1, mut a2, mut a3) =
-        (_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd());
+    let (mut a0, mut a1, mut a2, mut a3) = (
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+    );
     for block in &mut blocks {
         let p = block.as_ptr();
         // SAFETY: `block` holds 16 f64; unaligned loads.
@@ -75,8 +79,18 @@ macro_rules! extreme_f64 {
     };
 }
 
-extreme_f64!(min_f64, _mm256_min_pd, |a: f64, b: f64| if a < b { a } else { b }, "Smallest value of a NaN-free slice.");
-extreme_f64!(max_f64, _mm256_max_pd, |a: f64, b: f64| if a > b { a } else { b }, "Largest value of a NaN-free slice.");
+extreme_f64!(
+    min_f64,
+    _mm256_min_pd,
+    |a: f64, b: f64| if a < b { a } else { b },
+    "Smallest value of a NaN-free slice."
+);
+extreme_f64!(
+    max_f64,
+    _mm256_max_pd,
+    |a: f64, b: f64| if a > b { a } else { b },
+    "Largest value of a NaN-free slice."
+);
 
 /// `(min, max)` of a NaN-free slice in one pass, lane for lane as
 /// [`min_f64`] and [`max_f64`].
@@ -93,8 +107,12 @@ pub unsafe fn min_max_f64(v: &[f64]) -> (f64, f64) {
         let p = block.as_ptr();
         // SAFETY: `block` holds 16 f64; unaligned loads.
         unsafe {
-            let (x0, x1, x2, x3) =
-                (_mm256_loadu_pd(p), _mm256_loadu_pd(p.add(4)), _mm256_loadu_pd(p.add(8)), _mm256_loadu_pd(p.add(12)));
+            let (x0, x1, x2, x3) = (
+                _mm256_loadu_pd(p),
+                _mm256_loadu_pd(p.add(4)),
+                _mm256_loadu_pd(p.add(8)),
+                _mm256_loadu_pd(p.add(12)),
+            );
             l0 = _mm256_min_pd(l0, x0);
             l1 = _mm256_min_pd(l1, x1);
             l2 = _mm256_min_pd(l2, x2);
@@ -107,8 +125,14 @@ pub unsafe fn min_max_f64(v: &[f64]) -> (f64, f64) {
     }
     let min_op = |a: f64, b: f64| if a < b { a } else { b };
     let max_op = |a: f64, b: f64| if a > b { a } else { b };
-    let mut l = lanes(_mm256_min_pd(_mm256_min_pd(l0, l1), _mm256_min_pd(l2, l3)), min_op);
-    let mut h = lanes(_mm256_max_pd(_mm256_max_pd(h0, h1), _mm256_max_pd(h2, h3)), max_op);
+    let mut l = lanes(
+        _mm256_min_pd(_mm256_min_pd(l0, l1), _mm256_min_pd(l2, l3)),
+        min_op,
+    );
+    let mut h = lanes(
+        _mm256_max_pd(_mm256_max_pd(h0, h1), _mm256_max_pd(h2, h3)),
+        max_op,
+    );
     for &x in blocks.remainder() {
         l = min_op(l, x);
         h = max_op(h, x);
@@ -133,8 +157,12 @@ pub unsafe fn sum_min_max_f64(v: &[f64]) -> (f64, f64, f64) {
         let p = block.as_ptr();
         // SAFETY: `block` holds 16 f64; unaligned loads.
         unsafe {
-            let (x0, x1, x2, x3) =
-                (_mm256_loadu_pd(p), _mm256_loadu_pd(p.add(4)), _mm256_loadu_pd(p.add(8)), _mm256_loadu_pd(p.add(12)));
+            let (x0, x1, x2, x3) = (
+                _mm256_loadu_pd(p),
+                _mm256_loadu_pd(p.add(4)),
+                _mm256_loadu_pd(p.add(8)),
+                _mm256_loadu_pd(p.add(12)),
+            );
             s0 = _mm256_add_pd(s0, x0);
             s1 = _mm256_add_pd(s1, x1);
             s2 = _mm256_add_pd(s2, x2);
@@ -151,9 +179,18 @@ pub unsafe fn sum_min_max_f64(v: &[f64]) -> (f64, f64, f64) {
     }
     let min_op = |a: f64, b: f64| if a < b { a } else { b };
     let max_op = |a: f64, b: f64| if a > b { a } else { b };
-    let mut s = lanes(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)), |a, b| a + b);
-    let mut l = lanes(_mm256_min_pd(_mm256_min_pd(l0, l1), _mm256_min_pd(l2, l3)), min_op);
-    let mut h = lanes(_mm256_max_pd(_mm256_max_pd(h0, h1), _mm256_max_pd(h2, h3)), max_op);
+    let mut s = lanes(
+        _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)),
+        |a, b| a + b,
+    );
+    let mut l = lanes(
+        _mm256_min_pd(_mm256_min_pd(l0, l1), _mm256_min_pd(l2, l3)),
+        min_op,
+    );
+    let mut h = lanes(
+        _mm256_max_pd(_mm256_max_pd(h0, h1), _mm256_max_pd(h2, h3)),
+        max_op,
+    );
     for &x in blocks.remainder() {
         s += x;
         l = min_op(l, x);
@@ -190,10 +227,23 @@ macro_rules! extreme_i64 {
             let mut l = [0i64; 4];
             // SAFETY: `l` holds four i64; unaligned store.
             unsafe { _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, r) };
-            l.into_iter().chain(blocks.remainder().iter().copied()).$fold().expect("non-empty")
+            l.into_iter()
+                .chain(blocks.remainder().iter().copied())
+                .$fold()
+                .expect("non-empty")
         }
     };
 }
 
-extreme_i64!(min_i64, |a, b| _mm256_cmpgt_epi64(a, b), min, "Smallest value of a non-empty slice.");
-extreme_i64!(max_i64, |a, b| _mm256_cmpgt_epi64(b, a), max, "Largest value of a non-empty slice.");
+extreme_i64!(
+    min_i64,
+    |a, b| _mm256_cmpgt_epi64(a, b),
+    min,
+    "Smallest value of a non-empty slice."
+);
+extreme_i64!(
+    max_i64,
+    |a, b| _mm256_cmpgt_epi64(b, a),
+    max,
+    "Largest value of a non-empty slice."
+);

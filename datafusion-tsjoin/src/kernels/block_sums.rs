@@ -55,7 +55,9 @@ impl BlockSums {
     /// Builds them from [`block_sums`] of the slice (which a caller may
     /// compute in parallel, over block-aligned pieces of the slice).
     pub fn from_block_sums(sums: &[f64]) -> Self {
-        Self { blocks: CompensatedPrefix::new(sums) }
+        Self {
+            blocks: CompensatedPrefix::new(sums),
+        }
     }
 
     /// Sum of `v[s..e]`, where `v` is the slice the sums were built from.
@@ -86,22 +88,32 @@ mod tests {
     fn within_the_stated_bound_of_the_exact_sum() {
         let mut seed = 9u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             seed >> 11
         };
         for n in [0usize, 1, 63, 64, 65, 200, 5000] {
-            let ks: Vec<i64> = (0..n).map(|_| (next() % (1 << 41)) as i64 - (1 << 40)).collect();
-            let v: Vec<f64> = ks.iter().map(|&k| k as f64 / (1u64 << 20) as f64).collect();
+            let ks: Vec<i64> = (0..n)
+                .map(|_| (next() % (1 << 41)) as i64 - (1 << 40))
+                .collect();
+            let v: Vec<f64> =
+                ks.iter().map(|&k| k as f64 / (1u64 << 20) as f64).collect();
             for k in [KernelSet::Scalar, KernelSet::detect()] {
                 let sums = BlockSums::new(&v, k);
                 for _ in 0..300 {
-                    let (a, b) = ((next() as usize) % (n + 1), (next() as usize) % (n + 1));
+                    let (a, b) =
+                        ((next() as usize) % (n + 1), (next() as usize) % (n + 1));
                     let (s, e) = (a.min(b), a.max(b));
-                    let exact = ks[s..e].iter().map(|&k| k as i128).sum::<i128>() as f64 / (1u64 << 20) as f64;
+                    let exact = ks[s..e].iter().map(|&k| k as i128).sum::<i128>() as f64
+                        / (1u64 << 20) as f64;
                     let abs: f64 = v[s..e].iter().map(|x| x.abs()).sum();
                     let bound = (2 * BLOCK + 2) as f64 * f64::EPSILON * abs;
                     let got = sums.sum(&v, s, e, k);
-                    assert!((got - exact).abs() <= bound, "n={n} s={s} e={e} got={got} exact={exact}");
+                    assert!(
+                        (got - exact).abs() <= bound,
+                        "n={n} s={s} e={e} got={got} exact={exact}"
+                    );
                 }
             }
         }
@@ -109,10 +121,18 @@ mod tests {
 
     #[test]
     fn scalar_and_simd_agree_bit_for_bit() {
-        let v: Vec<f64> = (0..3000).map(|i| ((i * 7919) % 1013) as f64 / 7.0 - 50.0).collect();
-        let (s, d) = (BlockSums::new(&v, KernelSet::Scalar), BlockSums::new(&v, KernelSet::detect()));
+        let v: Vec<f64> = (0..3000)
+            .map(|i| ((i * 7919) % 1013) as f64 / 7.0 - 50.0)
+            .collect();
+        let (s, d) = (
+            BlockSums::new(&v, KernelSet::Scalar),
+            BlockSums::new(&v, KernelSet::detect()),
+        );
         for (a, b) in [(0, 3000), (5, 2999), (64, 128), (100, 100), (1, 70)] {
-            assert_eq!(s.sum(&v, a, b, KernelSet::Scalar).to_bits(), d.sum(&v, a, b, KernelSet::detect()).to_bits());
+            assert_eq!(
+                s.sum(&v, a, b, KernelSet::Scalar).to_bits(),
+                d.sum(&v, a, b, KernelSet::detect()).to_bits()
+            );
         }
     }
 

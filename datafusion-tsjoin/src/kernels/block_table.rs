@@ -44,7 +44,10 @@ impl Extreme for i64 {
 /// `[min, max]` of two `[min, max]` pairs (NaN-free inputs).
 #[inline(always)]
 pub fn combine<T: Extreme>(a: [T; 2], b: [T; 2]) -> [T; 2] {
-    [if b[0] < a[0] { b[0] } else { a[0] }, if b[1] > a[1] { b[1] } else { a[1] }]
+    [
+        if b[0] < a[0] { b[0] } else { a[0] },
+        if b[1] > a[1] { b[1] } else { a[1] },
+    ]
 }
 
 /// Sparse table of `[min, max]` over blocks of [`BLOCK`] positions.
@@ -58,8 +61,17 @@ impl<T: Extreme> BlockMinMax<T> {
     /// Builds the table over `n` positions. `partial(s, e)` reduces
     /// positions `s..e`; `longest` is the longest range that will be
     /// queried (levels beyond it are not built).
-    pub fn new(n: usize, longest: usize, partial: impl Fn(usize, usize) -> [T; 2]) -> Self {
-        Self::from_blocks((0..n / BLOCK).map(|b| partial(b * BLOCK, (b + 1) * BLOCK)).collect(), longest)
+    pub fn new(
+        n: usize,
+        longest: usize,
+        partial: impl Fn(usize, usize) -> [T; 2],
+    ) -> Self {
+        Self::from_blocks(
+            (0..n / BLOCK)
+                .map(|b| partial(b * BLOCK, (b + 1) * BLOCK))
+                .collect(),
+            longest,
+        )
     }
 
     /// Builds the table from its first level: `blocks[b]` is `partial` over
@@ -72,7 +84,9 @@ impl<T: Extreme> BlockMinMax<T> {
         while 1usize << levels.len() <= wanted.min(n_blocks) {
             let half = 1usize << (levels.len() - 1);
             let prev = levels.last().expect("level 0");
-            let next: Vec<[T; 2]> = (0..prev.len() - half).map(|b| combine(prev[b], prev[b + half])).collect();
+            let next: Vec<[T; 2]> = (0..prev.len() - half)
+                .map(|b| combine(prev[b], prev[b + half]))
+                .collect();
             levels.push(next);
         }
         Self { levels }
@@ -81,7 +95,12 @@ impl<T: Extreme> BlockMinMax<T> {
     /// `[min, max]` over positions `s..e`, with `partial` for the positions
     /// outside whole blocks (see the module's invariant).
     #[inline]
-    pub fn query(&self, s: usize, e: usize, partial: impl Fn(usize, usize) -> [T; 2]) -> [T; 2] {
+    pub fn query(
+        &self,
+        s: usize,
+        e: usize,
+        partial: impl Fn(usize, usize) -> [T; 2],
+    ) -> [T; 2] {
         let (b0, b1) = (s.div_ceil(BLOCK), e / BLOCK);
         if b0 >= b1 {
             return partial(s, e);
@@ -107,12 +126,18 @@ impl<T: Extreme> BlockMinMax<T> {
             b0 += 1 << top;
         }
         let k = ((b1 - b0).ilog2() as usize).min(top);
-        combine(acc, combine(self.levels[k][b0], self.levels[k][b1 - (1 << k)]))
+        combine(
+            acc,
+            combine(self.levels[k][b0], self.levels[k][b1 - (1 << k)]),
+        )
     }
 
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
-        self.levels.iter().map(|l| l.capacity() * std::mem::size_of::<[T; 2]>()).sum()
+        self.levels
+            .iter()
+            .map(|l| l.capacity() * std::mem::size_of::<[T; 2]>())
+            .sum()
     }
 }
 
@@ -124,21 +149,30 @@ mod tests {
     fn matches_a_scan_for_every_range_shape() {
         let mut seed = 17u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             seed >> 20
         };
         for n in [0usize, 1, 31, 32, 33, 64, 100, 1000, 5000] {
             let v: Vec<f64> = (0..n).map(|_| (next() % 2001) as f64 - 1000.0).collect();
             let scan = |s: usize, e: usize| {
-                v[s..e].iter().fold(f64::IDENTITY, |acc, &x| combine(acc, [x, x]))
+                v[s..e]
+                    .iter()
+                    .fold(f64::IDENTITY, |acc, &x| combine(acc, [x, x]))
             };
             // Capped tables (short `longest`) must still answer long ranges.
             for longest in [n, 40, 0] {
                 let table = BlockMinMax::new(n, longest, scan);
                 for _ in 0..300 {
-                    let (a, b) = ((next() as usize) % (n + 1), (next() as usize) % (n + 1));
+                    let (a, b) =
+                        ((next() as usize) % (n + 1), (next() as usize) % (n + 1));
                     let (s, e) = (a.min(b), a.max(b));
-                    assert_eq!(table.query(s, e, scan), scan(s, e), "n={n} longest={longest} s={s} e={e}");
+                    assert_eq!(
+                        table.query(s, e, scan),
+                        scan(s, e),
+                        "n={n} longest={longest} s={s} e={e}"
+                    );
                 }
             }
         }
@@ -148,7 +182,10 @@ mod tests {
     fn empty_ranges_and_skipped_positions_give_the_identity() {
         let v = [f64::NAN; 100];
         let skip_nan = |s: usize, e: usize| {
-            v[s..e].iter().filter(|x| !x.is_nan()).fold(f64::IDENTITY, |acc, &x| combine(acc, [x, x]))
+            v[s..e]
+                .iter()
+                .filter(|x| !x.is_nan())
+                .fold(f64::IDENTITY, |acc, &x| combine(acc, [x, x]))
         };
         let table = BlockMinMax::new(v.len(), v.len(), skip_nan);
         assert_eq!(table.query(0, 100, skip_nan), f64::IDENTITY);

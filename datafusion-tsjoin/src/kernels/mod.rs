@@ -200,18 +200,45 @@ mod tests {
             for _ in 0..20 {
                 let f = floats(&mut seed, n);
                 let i: Vec<i64> = (0..n).map(|_| rng(&mut seed) as i64).collect();
-                assert_eq!(simd.sum_f64(&f).to_bits(), KernelSet::Scalar.sum_f64(&f).to_bits(), "sum n={n}");
+                assert_eq!(
+                    simd.sum_f64(&f).to_bits(),
+                    KernelSet::Scalar.sum_f64(&f).to_bits(),
+                    "sum n={n}"
+                );
                 let bits = |x: Option<f64>| x.map(f64::to_bits);
-                assert_eq!(bits(simd.min_f64(&f)), bits(KernelSet::Scalar.min_f64(&f)), "min n={n}");
-                assert_eq!(bits(simd.max_f64(&f)), bits(KernelSet::Scalar.max_f64(&f)), "max n={n}");
-                let pair = |x: Option<(f64, f64)>| x.map(|(a, b)| (a.to_bits(), b.to_bits()));
+                assert_eq!(
+                    bits(simd.min_f64(&f)),
+                    bits(KernelSet::Scalar.min_f64(&f)),
+                    "min n={n}"
+                );
+                assert_eq!(
+                    bits(simd.max_f64(&f)),
+                    bits(KernelSet::Scalar.max_f64(&f)),
+                    "max n={n}"
+                );
+                let pair =
+                    |x: Option<(f64, f64)>| x.map(|(a, b)| (a.to_bits(), b.to_bits()));
                 let separate = simd.min_f64(&f).zip(simd.max_f64(&f));
                 assert_eq!(pair(simd.min_max_f64(&f)), pair(separate), "min_max n={n}");
-                assert_eq!(pair(KernelSet::Scalar.min_max_f64(&f)), pair(separate), "min_max n={n}");
-                let triple = |x: Option<(f64, f64, f64)>| x.map(|(a, b, c)| (a.to_bits(), b.to_bits(), c.to_bits()));
+                assert_eq!(
+                    pair(KernelSet::Scalar.min_max_f64(&f)),
+                    pair(separate),
+                    "min_max n={n}"
+                );
+                let triple = |x: Option<(f64, f64, f64)>| {
+                    x.map(|(a, b, c)| (a.to_bits(), b.to_bits(), c.to_bits()))
+                };
                 let parts = separate.map(|(l, h)| (simd.sum_f64(&f), l, h));
-                assert_eq!(triple(simd.sum_min_max_f64(&f)), triple(parts), "sum_min_max n={n}");
-                assert_eq!(triple(KernelSet::Scalar.sum_min_max_f64(&f)), triple(parts), "sum_min_max n={n}");
+                assert_eq!(
+                    triple(simd.sum_min_max_f64(&f)),
+                    triple(parts),
+                    "sum_min_max n={n}"
+                );
+                assert_eq!(
+                    triple(KernelSet::Scalar.sum_min_max_f64(&f)),
+                    triple(parts),
+                    "sum_min_max n={n}"
+                );
                 assert_eq!(simd.min_i64(&i), i.iter().copied().min());
                 assert_eq!(simd.max_i64(&i), i.iter().copied().max());
                 assert_eq!(KernelSet::Scalar.min_i64(&i), i.iter().copied().min());
@@ -228,8 +255,14 @@ mod tests {
             for k in [KernelSet::Scalar, KernelSet::detect()] {
                 // Compare as numbers: -0.0 and 0.0 are equal, which one wins
                 // depends on position (as in `minpd`), but both sets agree.
-                assert_eq!(k.min_f64(&f).unwrap(), f.iter().copied().fold(f64::INFINITY, f64::min));
-                assert_eq!(k.max_f64(&f).unwrap(), f.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+                assert_eq!(
+                    k.min_f64(&f).unwrap(),
+                    f.iter().copied().fold(f64::INFINITY, f64::min)
+                );
+                assert_eq!(
+                    k.max_f64(&f).unwrap(),
+                    f.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                );
             }
         }
     }
@@ -238,7 +271,9 @@ mod tests {
     fn sum_is_within_the_documented_bound() {
         let mut seed = 3;
         for n in [1usize, 15, 16, 17, 100, 1000, 10_000] {
-            let f: Vec<f64> = (0..n).map(|_| (rng(&mut seed) as i64 as f64) / 1e12).collect();
+            let f: Vec<f64> = (0..n)
+                .map(|_| (rng(&mut seed) as i64 as f64) / 1e12)
+                .collect();
             let direct: f64 = f.iter().sum();
             let abs: f64 = f.iter().map(|x| x.abs()).sum();
             let bound = ((n / SUM_BLOCK) as f64 + 5.0) * f64::EPSILON * abs;

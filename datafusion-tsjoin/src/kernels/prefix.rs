@@ -43,7 +43,10 @@ pub struct CompensatedPrefix {
 impl CompensatedPrefix {
     /// Builds the prefix of `v`.
     pub fn new(v: &[f64]) -> Self {
-        let mut out = Self { dd: Vec::with_capacity(v.len() + 1), ..Self::default() };
+        let mut out = Self {
+            dd: Vec::with_capacity(v.len() + 1),
+            ..Self::default()
+        };
         let (mut hi, mut lo) = (0.0f64, 0.0f64);
         out.dd.push([0.0, 0.0]);
         let special = v.iter().any(|x| !x.is_finite());
@@ -99,7 +102,8 @@ impl CompensatedPrefix {
     /// Bytes held.
     pub fn memory_size(&self) -> usize {
         self.dd.capacity() * 16
-            + (self.nan.capacity() + self.pos_inf.capacity() + self.neg_inf.capacity()) * 4
+            + (self.nan.capacity() + self.pos_inf.capacity() + self.neg_inf.capacity())
+                * 4
     }
 }
 
@@ -108,7 +112,9 @@ mod tests {
     use super::*;
 
     fn rng(seed: &mut u64) -> u64 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         *seed >> 11
     }
 
@@ -121,18 +127,28 @@ mod tests {
             let ks: Vec<i64> = (0..n)
                 .map(|_| {
                     let mag = 1i64 << (rng(&mut seed) % 50);
-                    (rng(&mut seed) as i64 % mag) * if rng(&mut seed) % 2 == 0 { 1 } else { -1 }
+                    (rng(&mut seed) as i64 % mag)
+                        * if rng(&mut seed) % 2 == 0 { 1 } else { -1 }
                 })
                 .collect();
-            let v: Vec<f64> = ks.iter().map(|&k| k as f64 / (1u64 << 30) as f64).collect();
+            let v: Vec<f64> =
+                ks.iter().map(|&k| k as f64 / (1u64 << 30) as f64).collect();
             let p = CompensatedPrefix::new(&v);
             for _ in 0..200 {
-                let (a, b) = if n == 0 { (0, 0) } else { ((rng(&mut seed) as usize) % (n + 1), (rng(&mut seed) as usize) % (n + 1)) };
+                let (a, b) = if n == 0 {
+                    (0, 0)
+                } else {
+                    (
+                        (rng(&mut seed) as usize) % (n + 1),
+                        (rng(&mut seed) as usize) % (n + 1),
+                    )
+                };
                 let (s, e) = (a.min(b), a.max(b));
                 let exact_k: i128 = ks[s..e].iter().map(|&k| k as i128).sum();
                 let exact = exact_k as f64 / (1u64 << 30) as f64; // one rounding
                 let abs: f64 = v.iter().map(|x| x.abs()).sum();
-                let bound = f64::EPSILON * exact.abs() + 4.0 * n as f64 * f64::EPSILON * f64::EPSILON * abs;
+                let bound = f64::EPSILON * exact.abs()
+                    + 4.0 * n as f64 * f64::EPSILON * f64::EPSILON * abs;
                 assert!((p.sum(s, e) - exact).abs() <= bound, "n={n} s={s} e={e}");
             }
         }
@@ -140,7 +156,15 @@ mod tests {
 
     #[test]
     fn nan_and_infinities_follow_ieee() {
-        let v = [1.0, f64::INFINITY, 2.0, f64::NEG_INFINITY, 3.0, f64::NAN, 4.0];
+        let v = [
+            1.0,
+            f64::INFINITY,
+            2.0,
+            f64::NEG_INFINITY,
+            3.0,
+            f64::NAN,
+            4.0,
+        ];
         let p = CompensatedPrefix::new(&v);
         assert_eq!(p.sum(0, 1), 1.0);
         assert_eq!(p.sum(0, 3), f64::INFINITY);

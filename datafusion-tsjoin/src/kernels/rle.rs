@@ -68,7 +68,8 @@ fn packed_group(data: &[u8], at: usize, width: u32, mask: u64) -> [u32; 8] {
     let w = width as usize;
     let lo = u128::from_le_bytes(bytes[..16].try_into().expect("16 bytes"));
     let off = 4 * w / 8;
-    let hi = u128::from_le_bytes(bytes[off..off + 16].try_into().expect("16 bytes")) >> (4 * w % 8);
+    let hi = u128::from_le_bytes(bytes[off..off + 16].try_into().expect("16 bytes"))
+        >> (4 * w % 8);
     let mask = mask as u128;
     let mut out = [0u32; 8];
     for i in 0..4 {
@@ -100,7 +101,12 @@ fn load_u64(data: &[u8], at: usize) -> u64 {
 /// (`4 * W + 4 <= 64` for odd `W`): two loads and constant shifts per group,
 /// where [`packed_group`]'s runtime widths shift 128-bit words.
 #[inline(always)]
-fn unpack_groups<const W: usize>(data: &[u8], mut at: usize, out: &mut [u32], f: &impl Fn(u32) -> u32) {
+fn unpack_groups<const W: usize>(
+    data: &[u8],
+    mut at: usize,
+    out: &mut [u32],
+    f: &impl Fn(u32) -> u32,
+) {
     let mask = (1u64 << W) - 1;
     for chunk in out.chunks_exact_mut(8) {
         let lo = load_u64(data, at);
@@ -117,7 +123,14 @@ fn unpack_groups<const W: usize>(data: &[u8], mut at: usize, out: &mut [u32], f:
 /// `at`: one loop per width up to 16 ([`unpack_groups`]), [`packed_group`]
 /// for the wider ones (and width 0).
 #[inline(always)]
-fn map_groups(data: &[u8], at: usize, width: u32, mask: u64, out: &mut [u32], f: &impl Fn(u32) -> u32) {
+fn map_groups(
+    data: &[u8],
+    at: usize,
+    width: u32,
+    mask: u64,
+    out: &mut [u32],
+    f: &impl Fn(u32) -> u32,
+) {
     macro_rules! by_width {
         ($($w:literal)*) => {
             match width {
@@ -163,8 +176,19 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
             return Err(corrupt(&format!("bit width {width} over 32")));
         }
         let width = width as u32;
-        let mask = if width == 0 { 0 } else { u64::MAX >> (64 - width) };
-        Ok(Self { data, pos: 0, width, mask, repeat: (0, 0), packed: (0, 0, 0) })
+        let mask = if width == 0 {
+            0
+        } else {
+            u64::MAX >> (64 - width)
+        };
+        Ok(Self {
+            data,
+            pos: 0,
+            width,
+            mask,
+            repeat: (0, 0),
+            packed: (0, 0, 0),
+        })
     }
 
     /// Starts the next run; `false` at the end of the data.
@@ -176,7 +200,9 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
         let mut header = 0u64;
         let mut shift = 0;
         loop {
-            let b = *data.get(self.pos).ok_or_else(|| corrupt("run header past the end"))?;
+            let b = *data
+                .get(self.pos)
+                .ok_or_else(|| corrupt("run header past the end"))?;
             self.pos += 1;
             header |= ((b & 0x7f) as u64) << shift;
             if b & 0x80 == 0 {
@@ -190,15 +216,23 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
         let n = (header >> 1) as usize;
         if header & 1 == 0 {
             let bytes = self.width.div_ceil(8) as usize;
-            let v = data.get(self.pos..self.pos + bytes).ok_or_else(|| corrupt("RLE value past the end"))?;
+            let v = data
+                .get(self.pos..self.pos + bytes)
+                .ok_or_else(|| corrupt("RLE value past the end"))?;
             let value = v.iter().rev().fold(0u32, |acc, &b| (acc << 8) | b as u32);
             self.pos += bytes;
             self.repeat = (value & self.mask as u32, n);
         } else {
-            let bytes = n.checked_mul(self.width as usize).ok_or_else(|| corrupt("bit-packed run too long"))?;
+            let bytes = n
+                .checked_mul(self.width as usize)
+                .ok_or_else(|| corrupt("bit-packed run too long"))?;
             // A last run cut short still holds its complete values.
             let available = bytes.min(data.len() - self.pos);
-            let values = if self.width == 0 { n * 8 } else { (available * 8 / self.width as usize).min(n * 8) };
+            let values = if self.width == 0 {
+                n * 8
+            } else {
+                (available * 8 / self.width as usize).min(n * 8)
+            };
             self.packed = (self.pos, 0, values);
             self.pos += available;
         }
@@ -233,11 +267,19 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
                 while next < stop {
                     if next % 8 == 0 && next + 8 <= stop {
                         let k = (stop - next) / 8 * 8;
-                        map_groups(data, base + next / 8 * group_bytes, self.width, self.mask, &mut out[filled..filled + k], &f);
+                        map_groups(
+                            data,
+                            base + next / 8 * group_bytes,
+                            self.width,
+                            self.mask,
+                            &mut out[filled..filled + k],
+                            &f,
+                        );
                         filled += k;
                         next += k;
                     } else {
-                        out[filled] = f(packed_value(data, base, next, self.width, self.mask));
+                        out[filled] =
+                            f(packed_value(data, base, next, self.width, self.mask));
                         filled += 1;
                         next += 1;
                     }
@@ -259,7 +301,9 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
         while done < n {
             if self.repeat.1 > 0 {
                 let k = self.repeat.1.min(n - done);
-                *hist.get_mut(self.repeat.0 as usize).ok_or_else(out_of_range)? += k as u64;
+                *hist
+                    .get_mut(self.repeat.0 as usize)
+                    .ok_or_else(out_of_range)? += k as u64;
                 self.repeat.1 -= k;
                 done += k;
             } else if self.packed.1 < self.packed.2 {
@@ -272,13 +316,21 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
                     if next % 8 == 0 && next + 8 <= stop {
                         // Whole groups, up to 256 codes at a time.
                         let k = ((stop - next) / 8 * 8).min(codes.len());
-                        map_groups(data, base + next / 8 * group_bytes, self.width, self.mask, &mut codes[..k], &|c| c);
+                        map_groups(
+                            data,
+                            base + next / 8 * group_bytes,
+                            self.width,
+                            self.mask,
+                            &mut codes[..k],
+                            &|c| c,
+                        );
                         for &code in &codes[..k] {
                             *hist.get_mut(code as usize).ok_or_else(out_of_range)? += 1;
                         }
                         next += k;
                     } else {
-                        let code = packed_value(data, base, next, self.width, self.mask) as usize;
+                        let code = packed_value(data, base, next, self.width, self.mask)
+                            as usize;
                         *hist.get_mut(code).ok_or_else(out_of_range)? += 1;
                         next += 1;
                     }
@@ -354,11 +406,19 @@ mod tests {
     }
 
     fn random_codes(rng: &mut StdRng, n: usize, width: u8) -> Vec<u32> {
-        let max = if width == 32 { u32::MAX } else { (1u32 << width) - 1 };
+        let max = if width == 32 {
+            u32::MAX
+        } else {
+            (1u32 << width) - 1
+        };
         let mut codes = vec![];
         while codes.len() < n {
             let v = rng.random_range(0..=max);
-            let run = if rng.random_bool(0.3) { rng.random_range(1..40) } else { 1 };
+            let run = if rng.random_bool(0.3) {
+                rng.random_range(1..40)
+            } else {
+                1
+            };
             codes.extend(std::iter::repeat_n(v, run.min(n - codes.len())));
         }
         codes
@@ -376,7 +436,14 @@ mod tests {
                 let mut d = HybridDecoder::new(&data[..], width).unwrap();
                 let mut got: Vec<u32> = vec![];
                 while got.len() < n {
-                    let mut buf = vec![0u32; if rng.random_bool(0.5) { rng.random_range(1..50) } else { rng.random_range(1..3000) }];
+                    let mut buf = vec![
+                        0u32;
+                        if rng.random_bool(0.5) {
+                            rng.random_range(1..50)
+                        } else {
+                            rng.random_range(1..3000)
+                        }
+                    ];
                     let k = d.read(&mut buf).unwrap();
                     got.extend(&buf[..k]);
                     if k < buf.len() {
@@ -409,17 +476,35 @@ mod tests {
     #[test]
     fn malformed_input_is_an_error_not_a_panic() {
         // A header that never ends, an RLE value past the end, a width over 32.
-        assert!(HybridDecoder::new(&[0x80u8, 0x80][..], 3).unwrap().read(&mut [0; 4]).is_err());
-        assert!(HybridDecoder::new(&[4u8][..], 16).unwrap().read(&mut [0; 4]).is_err());
+        assert!(
+            HybridDecoder::new(&[0x80u8, 0x80][..], 3)
+                .unwrap()
+                .read(&mut [0; 4])
+                .is_err()
+        );
+        assert!(
+            HybridDecoder::new(&[4u8][..], 16)
+                .unwrap()
+                .read(&mut [0; 4])
+                .is_err()
+        );
         assert!(HybridDecoder::new(&[0u8][..], 33).is_err());
         // A code past the histogram.
         let data = encode(&[5; 10], 3);
-        assert!(HybridDecoder::new(&data[..], 3).unwrap().count(10, &mut [0; 4]).is_err());
+        assert!(
+            HybridDecoder::new(&data[..], 3)
+                .unwrap()
+                .count(10, &mut [0; 4])
+                .is_err()
+        );
         // A bit-packed run cut short gives its complete values, then ends.
         let mut data = encode(&(0..16).map(|i| i % 8).collect::<Vec<_>>(), 3);
         data.truncate(data.len() - 2);
         let mut out = [0u32; 16];
-        let k = HybridDecoder::new(&data[..], 3).unwrap().read(&mut out).unwrap();
+        let k = HybridDecoder::new(&data[..], 3)
+            .unwrap()
+            .read(&mut out)
+            .unwrap();
         assert_eq!(k, (data.len() - 1) * 8 / 3);
         assert_eq!(&out[..8], &[0, 1, 2, 3, 4, 5, 6, 7]);
     }

@@ -96,13 +96,22 @@ pub fn sum_min_max_f64(v: &[f64]) -> (f64, f64, f64) {
     let (mut lo, mut hi) = ([v[0]; SUM_BLOCK], [v[0]; SUM_BLOCK]);
     let mut blocks = v.chunks_exact(SUM_BLOCK);
     for block in &mut blocks {
-        for (((s, l), h), &x) in sum.iter_mut().zip(lo.iter_mut()).zip(hi.iter_mut()).zip(block) {
+        for (((s, l), h), &x) in sum
+            .iter_mut()
+            .zip(lo.iter_mut())
+            .zip(hi.iter_mut())
+            .zip(block)
+        {
             *s += x;
             *l = min_op(*l, x);
             *h = max_op(*h, x);
         }
     }
-    let (mut s, mut l, mut h) = (reduce(&sum, |a, b| a + b), reduce(&lo, min_op), reduce(&hi, max_op));
+    let (mut s, mut l, mut h) = (
+        reduce(&sum, |a, b| a + b),
+        reduce(&lo, min_op),
+        reduce(&hi, max_op),
+    );
     for &x in blocks.remainder() {
         s += x;
         l = min_op(l, x);

@@ -70,26 +70,46 @@ impl Columns {
 /// ```
 pub async fn alter_table(ctx: &SessionContext, at: &AlterTable) -> Result<DataFrame> {
     let name = at.name.to_string();
-    let empty = || Ok(DataFrame::new(ctx.state(), LogicalPlanBuilder::empty(false).build()?));
+    let empty = || {
+        Ok(DataFrame::new(
+            ctx.state(),
+            LogicalPlanBuilder::empty(false).build()?,
+        ))
+    };
     let provider = match ctx.table_provider(name.as_str()).await {
         Ok(p) => p,
         Err(_) if at.if_exists => return empty(),
         Err(e) => return Err(e),
     };
     let Some(mem) = provider.downcast_ref::<MemTable>() else {
-        return plan_err!("ALTER TABLE {name}: only tables created with CREATE TABLE can be altered (this one reads files)");
+        return plan_err!(
+            "ALTER TABLE {name}: only tables created with CREATE TABLE can be altered (this one reads files)"
+        );
     };
     let schema = provider.schema();
-    let mut columns = Columns { fields: schema.fields().iter().map(|f| f.as_ref().clone()).collect(), partitions: vec![] };
+    let mut columns = Columns {
+        fields: schema.fields().iter().map(|f| f.as_ref().clone()).collect(),
+        partitions: vec![],
+    };
     for partition in &mem.batches {
         let batches = partition.read().await;
-        columns.partitions.push(batches.iter().map(|b| (b.num_rows(), b.columns().to_vec())).collect());
+        columns.partitions.push(
+            batches
+                .iter()
+                .map(|b| (b.num_rows(), b.columns().to_vec()))
+                .collect(),
+        );
     }
     let registry = registry(ctx)?;
     let mut designated = registry.get(&name);
     for op in &at.operations {
         match op {
-            AlterTableOperation::AddColumn { if_not_exists, column_def, column_position, .. } => {
+            AlterTableOperation::AddColumn {
+                if_not_exists,
+                column_def,
+                column_position,
+                ..
+            } => {
                 if column_position.is_some() {
                     return not_impl_err!("ALTER TABLE {name}: ADD COLUMN … FIRST/AFTER");
                 }
@@ -98,24 +118,37 @@ pub async fn alter_table(ctx: &SessionContext, at: &AlterTable) -> Result<DataFr
                     if *if_not_exists {
                         continue;
                     }
-                    return plan_err!("ALTER TABLE {name}: column {column} already exists");
+                    return plan_err!(
+                        "ALTER TABLE {name}: column {column} already exists"
+                    );
                 }
                 columns.add(Field::new(column, sql_type(ctx, column_def).await?, true));
             }
-            AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => {
                 for ident in column_names {
                     let column = norm(ident);
                     match columns.position(&column) {
                         Some(_) if designated.as_deref() == Some(column.as_str()) => {
-                            return plan_err!("ALTER TABLE {name}: cannot drop the designated timestamp {column}");
+                            return plan_err!(
+                                "ALTER TABLE {name}: cannot drop the designated timestamp {column}"
+                            );
                         }
                         Some(i) => columns.remove(i),
                         None if *if_exists => {}
-                        None => return plan_err!("ALTER TABLE {name}: no column {column}"),
+                        None => {
+                            return plan_err!("ALTER TABLE {name}: no column {column}");
+                        }
                     }
                 }
             }
-            AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => {
                 let (old, new) = (norm(old_column_name), norm(new_column_name));
                 let Some(i) = columns.position(&old) else {
                     return plan_err!("ALTER TABLE {name}: no column {old}");
@@ -128,26 +161,45 @@ pub async fn alter_table(ctx: &SessionContext, at: &AlterTable) -> Result<DataFr
                     designated = Some(new);
                 }
             }
-            other => return not_impl_err!("ALTER TABLE {name}: {other} (supported: ADD COLUMN, DROP COLUMN, RENAME COLUMN)"),
+            other => {
+                return not_impl_err!(
+                    "ALTER TABLE {name}: {other} (supported: ADD COLUMN, DROP COLUMN, RENAME COLUMN)"
+                );
+            }
         }
     }
-    let new_schema = Arc::new(Schema::new_with_metadata(columns.fields, schema.metadata().clone()));
+    let new_schema = Arc::new(Schema::new_with_metadata(
+        columns.fields,
+        schema.metadata().clone(),
+    ));
     let mut partitions = Vec::with_capacity(columns.partitions.len());
     for partition in columns.partitions {
         let options = |rows| RecordBatchOptions::new().with_row_count(Some(rows));
         partitions.push(
             partition
                 .into_iter()
-                .map(|(rows, arrays)| RecordBatch::try_new_with_options(new_schema.clone(), arrays, &options(rows)))
+                .map(|(rows, arrays)| {
+                    RecordBatch::try_new_with_options(
+                        new_schema.clone(),
+                        arrays,
+                        &options(rows),
+                    )
+                })
                 .collect::<std::result::Result<Vec<_>, _>>()?,
         );
     }
     let defaults: HashMap<String, _> = new_schema
         .fields()
         .iter()
-        .filter_map(|f| Some((f.name().clone(), provider.get_column_default(f.name())?.clone())))
+        .filter_map(|f| {
+            Some((
+                f.name().clone(),
+                provider.get_column_default(f.name())?.clone(),
+            ))
+        })
         .collect();
-    let mut table = MemTable::try_new(new_schema, partitions)?.with_column_defaults(defaults);
+    let mut table =
+        MemTable::try_new(new_schema, partitions)?.with_column_defaults(defaults);
     if let Some(constraints) = provider.constraints() {
         table = table.with_constraints(constraints.clone());
     }
@@ -163,11 +215,24 @@ pub async fn alter_table(ctx: &SessionContext, at: &AlterTable) -> Result<DataFr
 /// TABLE); constraints other than NULL are refused, since rows already in
 /// the table would break them.
 async fn sql_type(ctx: &SessionContext, column: &ColumnDef) -> Result<DataType> {
-    if let Some(option) = column.options.iter().find(|o| !matches!(o.option, ColumnOption::Null)) {
-        return not_impl_err!("ALTER TABLE … ADD COLUMN {}: column option {option}", column.name);
+    if let Some(option) = column
+        .options
+        .iter()
+        .find(|o| !matches!(o.option, ColumnOption::Null))
+    {
+        return not_impl_err!(
+            "ALTER TABLE … ADD COLUMN {}: column option {option}",
+            column.name
+        );
     }
-    let probe = ctx.sql(&format!("SELECT CAST(NULL AS {}) AS c", column.data_type)).await.map_err(|e| {
-        DataFusionError::Plan(format!("ADD COLUMN {}: unsupported type {}: {e}", column.name, column.data_type))
-    })?;
+    let probe = ctx
+        .sql(&format!("SELECT CAST(NULL AS {}) AS c", column.data_type))
+        .await
+        .map_err(|e| {
+            DataFusionError::Plan(format!(
+                "ADD COLUMN {}: unsupported type {}: {e}",
+                column.name, column.data_type
+            ))
+        })?;
     Ok(probe.schema().field(0).data_type().clone())
 }

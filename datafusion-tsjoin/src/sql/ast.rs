@@ -13,10 +13,10 @@
 use super::rewrite::WINDOW_MARKER;
 use datafusion::common::{DataFusionError, Result, plan_err};
 use sqlparser::ast::{
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, Join,
-    JoinOperator, ObjectName, ObjectNamePart, Query, Select, SelectItem,
-    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, Value,
-    Visit, VisitMut, Visitor, VisitorMut,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident,
+    Join, JoinOperator, ObjectName, ObjectNamePart, Query, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins,
+    Value, Visit, VisitMut, Visitor, VisitorMut,
 };
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -28,7 +28,11 @@ pub fn agg_column(n: usize, i: usize) -> String {
 
 /// Identifier as DataFusion normalises it (unquoted → lower case).
 pub(crate) fn norm(id: &Ident) -> String {
-    if id.quote_style.is_some() { id.value.clone() } else { id.value.to_lowercase() }
+    if id.quote_style.is_some() {
+        id.value.clone()
+    } else {
+        id.value.to_lowercase()
+    }
 }
 
 fn object_name_norm(name: &ObjectName) -> String {
@@ -45,22 +49,20 @@ fn object_name_norm(name: &ObjectName) -> String {
 /// The marker call of a WINDOW JOIN, if `join` is one.
 pub(crate) fn marker(join: &Join) -> Option<&Function> {
     match &join.join_operator {
-        JoinOperator::AsOf { match_condition: Expr::Function(f), .. }
-            if f.name.to_string().eq_ignore_ascii_case(WINDOW_MARKER) =>
-        {
-            Some(f)
-        }
+        JoinOperator::AsOf {
+            match_condition: Expr::Function(f),
+            ..
+        } if f.name.to_string().eq_ignore_ascii_case(WINDOW_MARKER) => Some(f),
         _ => None,
     }
 }
 
 fn marker_mut(join: &mut Join) -> Option<&mut Function> {
     match &mut join.join_operator {
-        JoinOperator::AsOf { match_condition: Expr::Function(f), .. }
-            if f.name.to_string().eq_ignore_ascii_case(WINDOW_MARKER) =>
-        {
-            Some(f)
-        }
+        JoinOperator::AsOf {
+            match_condition: Expr::Function(f),
+            ..
+        } if f.name.to_string().eq_ignore_ascii_case(WINDOW_MARKER) => Some(f),
         _ => None,
     }
 }
@@ -99,7 +101,9 @@ pub fn right_table_names(stmt: &Statement) -> Vec<ObjectName> {
         fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<()> {
             for twj in &select.from {
                 for j in &twj.joins {
-                    if let (Some(_), TableFactor::Table { name, .. }) = (marker(j), &j.relation) {
+                    if let (Some(_), TableFactor::Table { name, .. }) =
+                        (marker(j), &j.relation)
+                    {
                         self.0.push(name.clone());
                     }
                 }
@@ -171,7 +175,8 @@ struct WindowJoinRef {
 
 fn relation_qualifier(t: &TableFactor) -> Option<String> {
     match t {
-        TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => Some(norm(&a.name)),
+        TableFactor::Table { alias: Some(a), .. }
+        | TableFactor::Derived { alias: Some(a), .. } => Some(norm(&a.name)),
         TableFactor::Table { name, .. } => name.0.last().map(|p| match p {
             ObjectNamePart::Identifier(i) => norm(i),
             other => other.to_string(),
@@ -184,7 +189,9 @@ fn relation_qualifier(t: &TableFactor) -> Option<String> {
 fn is_aggregate(f: &Function, ctx: &AstContext) -> bool {
     f.over.is_none()
         && f.name.0.last().is_some_and(|p| match p {
-            ObjectNamePart::Identifier(i) => ctx.aggregates.contains(&i.value.to_lowercase()),
+            ObjectNamePart::Identifier(i) => {
+                ctx.aggregates.contains(&i.value.to_lowercase())
+            }
             _ => false,
         })
 }
@@ -225,7 +232,13 @@ fn rewrite_select(
                     TableFactor::Table { name, .. } => Some(object_name_norm(name)),
                     _ => None,
                 };
-                joins.push(WindowJoinRef { number, qualifier: relation_qualifier(&j.relation), table, at: (ti, ji), aggs: vec![] });
+                joins.push(WindowJoinRef {
+                    number,
+                    qualifier: relation_qualifier(&j.relation),
+                    table,
+                    at: (ti, ji),
+                    aggs: vec![],
+                });
             }
         }
     }
@@ -242,13 +255,19 @@ fn rewrite_select(
         );
     }
 
-    let right_quals: HashSet<String> = joins.iter().filter_map(|j| j.qualifier.clone()).collect();
+    let right_quals: HashSet<String> =
+        joins.iter().filter_map(|j| j.qualifier.clone()).collect();
 
     // `*` means the left relations' columns.
     expand_wildcards(select, &joins)?;
 
     // Move aggregates out of the SELECT list and ORDER BY.
-    let mut moved = Mover { ctx, joins: &mut joins, depth: 0, error: None };
+    let mut moved = Mover {
+        ctx,
+        joins: &mut joins,
+        depth: 0,
+        error: None,
+    };
     for item in select.projection.iter_mut() {
         match item {
             SelectItem::UnnamedExpr(e) => {
@@ -257,7 +276,10 @@ fn rewrite_select(
                 moved.rewrite(e)?;
                 if *e != before {
                     let expr = std::mem::replace(e, Expr::value(Value::Null));
-                    *item = SelectItem::ExprWithAlias { expr, alias: Ident::with_quote('"', original) };
+                    *item = SelectItem::ExprWithAlias {
+                        expr,
+                        alias: Ident::with_quote('"', original),
+                    };
                 }
             }
             SelectItem::ExprWithAlias { expr, .. } => moved.rewrite(expr)?,
@@ -274,19 +296,27 @@ fn rewrite_select(
 
     // What is left may not read right-table columns.
     for item in &select.projection {
-        if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+        if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } =
+            item
+        {
             if let Some(col) = right_column(e, &right_quals) {
-                return plan_err!("WINDOW join cannot reference right table non-aggregate column: {col}");
+                return plan_err!(
+                    "WINDOW join cannot reference right table non-aggregate column: {col}"
+                );
             }
             if has_window_function(e) {
-                return plan_err!("WINDOW functions are not allowed in WINDOW JOIN queries");
+                return plan_err!(
+                    "WINDOW functions are not allowed in WINDOW JOIN queries"
+                );
             }
         }
     }
     if let Some(w) = &select.selection
         && let Some(col) = right_column(w, &right_quals)
     {
-        return plan_err!("Invalid column: {col}; WHERE in a WINDOW JOIN query filters left rows only");
+        return plan_err!(
+            "Invalid column: {col}; WHERE in a WINDOW JOIN query filters left rows only"
+        );
     }
 
     // Hand the aggregates to their markers.
@@ -294,7 +324,11 @@ fn rewrite_select(
         let join = &mut select.from[j.at.0].joins[j.at.1];
         let f = marker_mut(join).expect("marker");
         if let FunctionArguments::List(list) = &mut f.args {
-            list.args.extend(j.aggs.iter().map(|(_, e)| FunctionArg::Unnamed(FunctionArgExpr::Expr(e.clone()))));
+            list.args.extend(
+                j.aggs
+                    .iter()
+                    .map(|(_, e)| FunctionArg::Unnamed(FunctionArgExpr::Expr(e.clone()))),
+            );
         }
     }
 
@@ -330,7 +364,8 @@ impl Mover<'_> {
             if j.qualifier.as_ref().is_some_and(|q| quals.contains(q)) {
                 owners.insert(k);
             }
-            if let Some(cols) = j.table.as_ref().and_then(|t| self.ctx.right_columns.get(t))
+            if let Some(cols) =
+                j.table.as_ref().and_then(|t| self.ctx.right_columns.get(t))
                 && names.iter().any(|n| cols.contains(n))
             {
                 owners.insert(k);
@@ -339,7 +374,9 @@ impl Mover<'_> {
         match owners.len() {
             0 => Ok(0), // count(*), left-only or constant: the first WINDOW JOIN
             1 => Ok(owners.into_iter().next().unwrap()),
-            _ => plan_err!("WINDOW join aggregate function cannot reference columns from multiple models: {agg}"),
+            _ => plan_err!(
+                "WINDOW join aggregate function cannot reference columns from multiple models: {agg}"
+            ),
         }
     }
 }
@@ -430,22 +467,41 @@ fn has_window_function(e: &Expr) -> bool {
 
 /// Replaces `*` by `q.*` for every relation that is not a WINDOW JOIN's right side.
 fn expand_wildcards(select: &mut Select, joins: &[WindowJoinRef]) -> Result<()> {
-    if !select.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_))) {
+    if !select
+        .projection
+        .iter()
+        .any(|i| matches!(i, SelectItem::Wildcard(_)))
+    {
         return Ok(());
     }
     let is_right: HashSet<(usize, usize)> = joins.iter().map(|j| j.at).collect();
     let mut quals: Vec<Ident> = vec![];
     for (ti, twj) in select.from.iter().enumerate() {
         let mut rels = vec![&twj.relation];
-        rels.extend(twj.joins.iter().enumerate().filter(|(ji, _)| !is_right.contains(&(ti, *ji))).map(|(_, j)| &j.relation));
+        rels.extend(
+            twj.joins
+                .iter()
+                .enumerate()
+                .filter(|(ji, _)| !is_right.contains(&(ti, *ji)))
+                .map(|(_, j)| &j.relation),
+        );
         for r in rels {
             let q = match r {
-                TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => a.name.clone(),
+                TableFactor::Table { alias: Some(a), .. }
+                | TableFactor::Derived { alias: Some(a), .. } => a.name.clone(),
                 TableFactor::Table { name, .. } => match name.0.last() {
                     Some(ObjectNamePart::Identifier(i)) => i.clone(),
-                    _ => return plan_err!("SELECT * over a WINDOW JOIN: cannot name relation {r}"),
+                    _ => {
+                        return plan_err!(
+                            "SELECT * over a WINDOW JOIN: cannot name relation {r}"
+                        );
+                    }
                 },
-                _ => return plan_err!("SELECT * over a WINDOW JOIN needs an alias on {r}; or list the left columns (t.*)"),
+                _ => {
+                    return plan_err!(
+                        "SELECT * over a WINDOW JOIN needs an alias on {r}; or list the left columns (t.*)"
+                    );
+                }
             };
             quals.push(q);
         }
@@ -456,7 +512,9 @@ fn expand_wildcards(select: &mut Select, joins: &[WindowJoinRef]) -> Result<()> 
             SelectItem::Wildcard(opts) => {
                 for q in &quals {
                     out.push(SelectItem::QualifiedWildcard(
-                        SelectItemQualifiedWildcardKind::ObjectName(ObjectName::from(vec![q.clone()])),
+                        SelectItemQualifiedWildcardKind::ObjectName(ObjectName::from(
+                            vec![q.clone()],
+                        )),
                         opts.clone(),
                     ));
                 }
@@ -504,5 +562,8 @@ fn nest_window_joins(twj: &mut TableWithJoins) {
 }
 
 fn nested(relation: TableFactor, joins: Vec<Join>) -> TableFactor {
-    TableFactor::NestedJoin { table_with_joins: Box::new(TableWithJoins { relation, joins }), alias: None }
+    TableFactor::NestedJoin {
+        table_with_joins: Box::new(TableWithJoins { relation, joins }),
+        alias: None,
+    }
 }

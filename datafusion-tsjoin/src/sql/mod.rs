@@ -39,8 +39,9 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
     let options = &state.config().options().sql_parser;
     let dialect_name = options.dialect.to_string();
     let recursion_limit = options.recursion_limit.get();
-    let dialect = dialect_from_str(&dialect_name)
-        .ok_or_else(|| DataFusionError::Plan(format!("unsupported SQL dialect: {dialect_name}")))?;
+    let dialect = dialect_from_str(&dialect_name).ok_or_else(|| {
+        DataFusionError::Plan(format!("unsupported SQL dialect: {dialect_name}"))
+    })?;
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
         .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
@@ -73,7 +74,12 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
                     .collect::<Vec<_>>()
                     .join(".");
                 if let Ok(provider) = ctx.table_provider(key.as_str()).await {
-                    let cols: HashSet<String> = provider.schema().fields().iter().map(|f| f.name().clone()).collect();
+                    let cols: HashSet<String> = provider
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .collect();
                     right_columns.insert(key, cols);
                 }
             }
@@ -83,11 +89,20 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
                 aggregates.insert(name.to_lowercase());
                 aggregates.extend(f.aliases().iter().map(|a| a.to_lowercase()));
             }
-            ast::rewrite_statement(s, &AstContext { aggregates, right_columns })
+            ast::rewrite_statement(
+                s,
+                &AstContext {
+                    aggregates,
+                    right_columns,
+                },
+            )
         }
         DFStatement::Explain(e) => Box::pin(prepare(ctx, &mut e.statement)).await,
         DFStatement::CreateExternalTable(cet) => {
-            let pos = cet.options.iter().position(|(k, _)| k.eq_ignore_ascii_case(DESIGNATED_TIMESTAMP_OPTION));
+            let pos = cet
+                .options
+                .iter()
+                .position(|(k, _)| k.eq_ignore_ascii_case(DESIGNATED_TIMESTAMP_OPTION));
             if let Some(pos) = pos {
                 let (_, v) = cet.options.remove(pos);
                 let column = match v {
@@ -104,14 +119,21 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
 
 /// Records and removes the `designated_timestamp` option of a `CREATE
 /// TABLE` (QuestDB's `TIMESTAMP(col)` clause, see [`questdb_ddl`]).
-fn take_designated_timestamp(ctx: &SessionContext, ct: &mut sqlparser::ast::CreateTable) -> Result<()> {
+fn take_designated_timestamp(
+    ctx: &SessionContext,
+    ct: &mut sqlparser::ast::CreateTable,
+) -> Result<()> {
     use sqlparser::ast::{CreateTableOptions, Expr, SqlOption};
-    let CreateTableOptions::With(options) = &mut ct.table_options else { return Ok(()) };
-    let is_ours = |o: &SqlOption| {
-        matches!(o, SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case(DESIGNATED_TIMESTAMP_OPTION))
+    let CreateTableOptions::With(options) = &mut ct.table_options else {
+        return Ok(());
     };
-    let Some(pos) = options.iter().position(is_ours) else { return Ok(()) };
-    let SqlOption::KeyValue { value, .. } = options.remove(pos) else { return Ok(()) };
+    let is_ours = |o: &SqlOption| matches!(o, SqlOption::KeyValue { key, .. } if key.value.eq_ignore_ascii_case(DESIGNATED_TIMESTAMP_OPTION));
+    let Some(pos) = options.iter().position(is_ours) else {
+        return Ok(());
+    };
+    let SqlOption::KeyValue { value, .. } = options.remove(pos) else {
+        return Ok(());
+    };
     let column = match value {
         Expr::Value(v) => match v.value {
             Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s,
@@ -125,7 +147,12 @@ fn take_designated_timestamp(ctx: &SessionContext, ct: &mut sqlparser::ast::Crea
     }
     // With a column list the column can be checked now (with a query, the
     // join that reads the table reports a missing one).
-    if !ct.columns.is_empty() && !ct.columns.iter().any(|c| c.name.value.eq_ignore_ascii_case(&column)) {
+    if !ct.columns.is_empty()
+        && !ct
+            .columns
+            .iter()
+            .any(|c| c.name.value.eq_ignore_ascii_case(&column))
+    {
         return Err(DataFusionError::Plan(format!(
             "TIMESTAMP({column}): table {} has no column {column}",
             ct.name
@@ -140,7 +167,9 @@ pub fn registry(ctx: &SessionContext) -> Result<Arc<TimestampRegistry>> {
     ctx.state()
         .config()
         .get_extension::<TimestampRegistry>()
-        .ok_or_else(|| DataFusionError::Plan("tsjoin is not enabled on this SessionContext".into()))
+        .ok_or_else(|| {
+            DataFusionError::Plan("tsjoin is not enabled on this SessionContext".into())
+        })
 }
 
 /// Plans every statement of `sql` into a logical plan (statements that
@@ -190,7 +219,10 @@ pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
 /// # Ok(())
 /// # }
 /// ```
-pub async fn execute_statement(ctx: &SessionContext, mut st: DFStatement) -> Result<DataFrame> {
+pub async fn execute_statement(
+    ctx: &SessionContext,
+    mut st: DFStatement,
+) -> Result<DataFrame> {
     if let DFStatement::Statement(s) = &st
         && let sqlparser::ast::Statement::AlterTable(at) = s.as_ref()
     {

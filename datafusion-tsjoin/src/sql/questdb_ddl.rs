@@ -97,20 +97,35 @@ fn statement_end(tokens: &[TokenWithSpan], start: usize) -> usize {
 
 /// The statement's tokens other than whitespace, with their indexes.
 fn significant(tokens: &[TokenWithSpan]) -> Vec<usize> {
-    (0..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).collect()
+    (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect()
 }
 
 /// Whether the statement's first significant tokens are the words `words`.
 fn starts_with(statement: &[TokenWithSpan], words: &[&str]) -> bool {
     let sig = significant(statement);
-    sig.len() >= words.len() && words.iter().zip(sig).all(|(w, i)| word_is(&statement[i].token, w))
+    sig.len() >= words.len()
+        && words
+            .iter()
+            .zip(sig)
+            .all(|(w, i)| word_is(&statement[i].token, w))
 }
 
 fn is_create_table(statement: &[TokenWithSpan]) -> bool {
-    let words: Vec<&Token> = significant(statement).into_iter().take(4).map(|i| &statement[i].token).collect();
+    let words: Vec<&Token> = significant(statement)
+        .into_iter()
+        .take(4)
+        .map(|i| &statement[i].token)
+        .collect();
     match words.as_slice() {
         [c, t, ..] if word_is(c, "CREATE") && word_is(t, "TABLE") => true,
-        [c, o, r, t] => word_is(c, "CREATE") && word_is(o, "OR") && word_is(r, "REPLACE") && word_is(t, "TABLE"),
+        [c, o, r, t] => {
+            word_is(c, "CREATE")
+                && word_is(o, "OR")
+                && word_is(r, "REPLACE")
+                && word_is(t, "TABLE")
+        }
         _ => false,
     }
 }
@@ -134,7 +149,9 @@ impl Edit {
         let sig = significant(statement);
         let tok = |p: usize| &statement[sig[p]].token;
         let mut retype = vec![false; sig.len()];
-        for p in (1..sig.len().saturating_sub(1)).filter(|&p| word_is(tok(p - 1), "AS") && tok(p + 1) == &Token::RParen) {
+        for p in (1..sig.len().saturating_sub(1))
+            .filter(|&p| word_is(tok(p - 1), "AS") && tok(p + 1) == &Token::RParen)
+        {
             retype[p] = true;
         }
         for p in (1..sig.len()).filter(|&p| tok(p - 1) == &Token::DoubleColon) {
@@ -144,7 +161,12 @@ impl Edit {
         for p in (1..sig.len()).filter(|&p| sig[p] == sig[p - 1] + 1) {
             drop[p] = matches!(tok(p - 1), Token::Number(..)) && word_is(tok(p), "f");
         }
-        let mut edit = Edit { drop, retype, inserts: vec![], sig };
+        let mut edit = Edit {
+            drop,
+            retype,
+            inserts: vec![],
+            sig,
+        };
         edit.implicit_selects(statement);
         edit
     }
@@ -164,10 +186,19 @@ impl Edit {
         let space = || Token::Whitespace(Whitespace::Space);
         for p in 1..sig.len().saturating_sub(1) {
             let table = matches!(tok(p), Token::Word(w) if !["SELECT", "WITH", "VALUES"].iter().any(|k| w.value.eq_ignore_ascii_case(k)));
-            if tok(p - 1) != &Token::LParen || !table || !(is(p + 1, "WHERE") || is(p + 1, "LIMIT")) {
+            if tok(p - 1) != &Token::LParen
+                || !table
+                || !(is(p + 1, "WHERE") || is(p + 1, "LIMIT"))
+            {
                 continue;
             }
-            let select = vec![Token::make_keyword("SELECT"), space(), Token::Mul, space(), Token::make_keyword("FROM")];
+            let select = vec![
+                Token::make_keyword("SELECT"),
+                space(),
+                Token::Mul,
+                space(),
+                Token::make_keyword("FROM"),
+            ];
             self.inserts.push((p, select));
             // The clause's own closing parenthesis, and `LIMIT lo, hi` right before it.
             let mut depth = 0;
@@ -182,7 +213,9 @@ impl Edit {
                 continue;
             };
             let q = close.saturating_sub(4);
-            if q > p && is(q, "LIMIT") && tok(q + 2) == &Token::Comma
+            if q > p
+                && is(q, "LIMIT")
+                && tok(q + 2) == &Token::Comma
                 && let (Some(lo), Some(hi)) = (number(q + 1), number(q + 3))
                 && lo <= hi
             {
@@ -206,9 +239,14 @@ impl Edit {
         let mut inserts = self.inserts.iter().peekable();
         for (k, t) in statement.iter().enumerate() {
             while let Some((_, tokens)) = inserts.next_if(|(at, _)| self.sig[*at] == k) {
-                let space = || TokenWithSpan::new(Token::Whitespace(Whitespace::Space), t.span);
+                let space =
+                    || TokenWithSpan::new(Token::Whitespace(Whitespace::Space), t.span);
                 out.push(space());
-                out.extend(tokens.iter().map(|tok| TokenWithSpan::new(tok.clone(), t.span)));
+                out.extend(
+                    tokens
+                        .iter()
+                        .map(|tok| TokenWithSpan::new(tok.clone(), t.span)),
+                );
                 out.push(space());
             }
             if self.sig.get(p) != Some(&k) {
@@ -219,10 +257,14 @@ impl Edit {
             p += 1;
             match &t.token {
                 _ if drop => {}
-                Token::Word(w) if retype && w.quote_style.is_none() => out.push(match questdb_type(&w.value) {
-                    Some(df) => TokenWithSpan::new(Token::make_word(df, None), t.span),
-                    None => t.clone(),
-                }),
+                Token::Word(w) if retype && w.quote_style.is_none() => {
+                    out.push(match questdb_type(&w.value) {
+                        Some(df) => {
+                            TokenWithSpan::new(Token::make_word(df, None), t.span)
+                        }
+                        None => t.clone(),
+                    })
+                }
                 _ => out.push(t.clone()),
             }
         }
@@ -272,13 +314,24 @@ fn create_table(statement: &[TokenWithSpan]) -> Edit {
                     2
                 } else if is(p, "WAL") {
                     1
-                } else if (is(p, "IN") && is(p + 1, "VOLUME")) || (is(p, "OWNED") && is(p + 1, "BY")) {
+                } else if (is(p, "IN") && is(p + 1, "VOLUME"))
+                    || (is(p, "OWNED") && is(p + 1, "BY"))
+                {
                     // `IN VOLUME name`, `OWNED BY name`
                     if p + 2 < sig.len() { 3 } else { 0 }
-                } else if is(p, "DEDUP") && is(p + 1, "UPSERT") && is(p + 2, "KEYS") && p + 3 < sig.len() && tok(p + 3) == &Token::LParen {
+                } else if is(p, "DEDUP")
+                    && is(p + 1, "UPSERT")
+                    && is(p + 2, "KEYS")
+                    && p + 3 < sig.len()
+                    && tok(p + 3) == &Token::LParen
+                {
                     let close = (p + 4..sig.len()).find(|&q| tok(q) == &Token::RParen);
                     close.map_or(0, |c| c + 1 - p)
-                } else if is(p, "WITH") && word(p + 1) && p + 2 < sig.len() && tok(p + 2) == &Token::Eq {
+                } else if is(p, "WITH")
+                    && word(p + 1)
+                    && p + 2 < sig.len()
+                    && tok(p + 2) == &Token::Eq
+                {
                     // `WITH k = v, k = v` (values such as `1s` span tokens):
                     // up to `IN VOLUME`, `OWNED BY` or the statement's end.
                     let mut q = p + 1;
@@ -309,10 +362,17 @@ fn create_table(statement: &[TokenWithSpan]) -> Edit {
         // A table with a designated timestamp is QuestDB's: its TIMESTAMP
         // holds microseconds (TIMESTAMP_NS nanoseconds), so a bound or an
         // offset without a unit means what it means in QuestDB.
-        let bare = |p: usize| is(p, "TIMESTAMP") && !(p + 1 < sig.len() && tok(p + 1) == &Token::LParen);
+        let bare = |p: usize| {
+            is(p, "TIMESTAMP") && !(p + 1 < sig.len() && tok(p + 1) == &Token::LParen)
+        };
         for p in (0..sig.len()).filter(|&p| retype[p] && bare(p)) {
             drop[p] = true;
-            let micros = vec![Token::make_keyword("TIMESTAMP"), Token::LParen, Token::Number("6".into(), false), Token::RParen];
+            let micros = vec![
+                Token::make_keyword("TIMESTAMP"),
+                Token::LParen,
+                Token::Number("6".into(), false),
+                Token::RParen,
+            ];
             edit.inserts.push((p, micros));
         }
         let option = vec![
@@ -332,7 +392,13 @@ fn create_table(statement: &[TokenWithSpan]) -> Edit {
 /// A column definition whose name is significant token `p`: its type is
 /// mapped and SYMBOL's storage options dropped. Returns the position after
 /// the definition's type and options.
-fn column_definition(statement: &[TokenWithSpan], sig: &[usize], p: usize, drop: &mut [bool], retype: &mut [bool]) -> usize {
+fn column_definition(
+    statement: &[TokenWithSpan],
+    sig: &[usize],
+    p: usize,
+    drop: &mut [bool],
+    retype: &mut [bool],
+) -> usize {
     let tok = |q: usize| &statement[sig[q]].token;
     let is = |q: usize, w: &str| q < sig.len() && word_is(tok(q), w);
     if p + 1 >= sig.len() {
@@ -342,7 +408,10 @@ fn column_definition(statement: &[TokenWithSpan], sig: &[usize], p: usize, drop:
     let mut q = p + 2;
     if is(p + 1, "SYMBOL") {
         loop {
-            let n = if is(q, "CAPACITY") && q + 1 < sig.len() && matches!(tok(q + 1), Token::Number(..)) {
+            let n = if is(q, "CAPACITY")
+                && q + 1 < sig.len()
+                && matches!(tok(q + 1), Token::Number(..))
+            {
                 2
             } else if is(q, "CACHE") || is(q, "NOCACHE") || is(q, "INDEX") {
                 1
@@ -388,17 +457,28 @@ fn alter_table(statement: &[TokenWithSpan]) -> Edit {
                 let next = p + 1;
                 let bare = next < sig.len()
                     && matches!(tok(next), Token::Word(_))
-                    && !["ADD", "DROP", "RENAME", "ALTER", "SET", "SWAP"].iter().any(|w| is(next, w));
+                    && !["ADD", "DROP", "RENAME", "ALTER", "SET", "SWAP"]
+                        .iter()
+                        .any(|w| is(next, w));
                 if let (Some(op), true) = (list, bare) {
                     let space = Token::Whitespace(Whitespace::Space);
-                    inserts.push((next, vec![Token::make_keyword(op), space, Token::make_keyword("COLUMN")]));
+                    inserts.push((
+                        next,
+                        vec![
+                            Token::make_keyword(op),
+                            space,
+                            Token::make_keyword("COLUMN"),
+                        ],
+                    ));
                     if op == "ADD" {
                         p = column_definition(statement, sig, next, drop, retype);
                         continue;
                     }
                 }
             }
-            _ if ["RENAME", "ALTER", "SET", "SWAP"].iter().any(|w| is(p, w)) => list = None,
+            _ if ["RENAME", "ALTER", "SET", "SWAP"].iter().any(|w| is(p, w)) => {
+                list = None
+            }
             _ => {}
         }
         p += 1;
@@ -413,7 +493,9 @@ mod tests {
     use sqlparser::tokenizer::Tokenizer;
 
     fn rewrite(sql: &str) -> String {
-        let tokens = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location().unwrap();
+        let tokens = Tokenizer::new(&GenericDialect {}, sql)
+            .tokenize_with_location()
+            .unwrap();
         let out = rewrite_questdb_ddl(tokens);
         let text: String = out.iter().map(|t| t.token.to_string()).collect();
         text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -432,25 +514,37 @@ mod tests {
         // casts included; TIMESTAMP_NS and an explicit precision stay; without
         // one, TIMESTAMP is DataFusion's.
         assert_eq!(
-            rewrite("create table t (a timestamp, b timestamp_ns, c timestamp(3)) timestamp(a); create table u (a timestamp)"),
+            rewrite(
+                "create table t (a timestamp, b timestamp_ns, c timestamp(3)) timestamp(a); create table u (a timestamp)"
+            ),
             "create table t (a TIMESTAMP(6) , b TIMESTAMP, c timestamp(3)) WITH(designated_timestamp='a') ; create table u (a timestamp)"
         );
         assert_eq!(
-            rewrite("create table x as (select cast(s as timestamp) ts from t) timestamp(ts)"),
+            rewrite(
+                "create table x as (select cast(s as timestamp) ts from t) timestamp(ts)"
+            ),
             "create table x WITH(designated_timestamp='ts') as (select cast(s as TIMESTAMP(6) ) ts from t)"
         );
         // CREATE TABLE AS: the option goes before AS; casts in the query.
         assert_eq!(
-            rewrite("CREATE TABLE x AS (SELECT CAST(a AS long) a, ts FROM t) TIMESTAMP(ts) PARTITION BY NONE WAL"),
+            rewrite(
+                "CREATE TABLE x AS (SELECT CAST(a AS long) a, ts FROM t) TIMESTAMP(ts) PARTITION BY NONE WAL"
+            ),
             "CREATE TABLE x WITH(designated_timestamp='ts') AS (SELECT CAST(a AS BIGINT) a, ts FROM t)"
         );
         // Other statements: only casts change; a column named like a type stays.
         assert_eq!(
-            rewrite("INSERT INTO t SELECT symbol, CAST(x AS timestamp_ns), CAST(y AS symbol), z::long FROM u; SELECT long FROM v"),
+            rewrite(
+                "INSERT INTO t SELECT symbol, CAST(x AS timestamp_ns), CAST(y AS symbol), z::long FROM u; SELECT long FROM v"
+            ),
             "INSERT INTO t SELECT symbol, CAST(x AS TIMESTAMP), CAST(y AS VARCHAR), z::BIGINT FROM u; SELECT long FROM v"
         );
         // Clauses cut short are left for the parser to report, never a panic.
-        for cut in ["create table t (a int) dedup upsert keys", "create table t (a int) timestamp(", "create table t (a symbol capacity"] {
+        for cut in [
+            "create table t (a int) dedup upsert keys",
+            "create table t (a int) timestamp(",
+            "create table t (a symbol capacity",
+        ] {
             assert_eq!(rewrite(cut), cut.replace("symbol", "VARCHAR"));
         }
         // Standard DDL passes through.
@@ -463,19 +557,30 @@ mod tests {
     #[test]
     fn alter_table_in_questdb_dialect() {
         assert_eq!(
-            rewrite("alter table trades add column sym symbol capacity 64 index, price double, qty long"),
+            rewrite(
+                "alter table trades add column sym symbol capacity 64 index, price double, qty long"
+            ),
             "alter table trades add column sym VARCHAR , ADD COLUMN price double, ADD COLUMN qty BIGINT"
         );
         assert_eq!(
-            rewrite("ALTER TABLE t ADD COLUMN IF NOT EXISTS ts2 timestamp_ns; alter table t drop column a, b"),
+            rewrite(
+                "ALTER TABLE t ADD COLUMN IF NOT EXISTS ts2 timestamp_ns; alter table t drop column a, b"
+            ),
             "ALTER TABLE t ADD COLUMN IF NOT EXISTS ts2 TIMESTAMP; alter table t drop column a, DROP COLUMN b"
         );
         // Operations already spelt out, and renames, pass through.
-        for sql in ["ALTER TABLE t ADD COLUMN a INT, ADD COLUMN b long", "ALTER TABLE t RENAME COLUMN a TO b, DROP COLUMN c"] {
+        for sql in [
+            "ALTER TABLE t ADD COLUMN a INT, ADD COLUMN b long",
+            "ALTER TABLE t RENAME COLUMN a TO b, DROP COLUMN c",
+        ] {
             assert_eq!(rewrite(sql), sql.replace("long", "BIGINT"));
         }
         // Cut short: left for the parser to report.
-        for cut in ["alter table t add column", "alter table t add column a", "alter table t drop column a,"] {
+        for cut in [
+            "alter table t add column",
+            "alter table t add column a",
+            "alter table t drop column a,",
+        ] {
             assert_eq!(rewrite(cut), cut);
         }
     }
@@ -490,10 +595,15 @@ mod tests {
         // QuestDB's implicit SELECT and its LIMIT lo, hi; a sub-query's LIMIT
         // a, b and a function's arguments stay.
         assert_eq!(
-            rewrite("select * from (trades where price > 5 limit 2, 9) t join (prices limit 13) p on true"),
+            rewrite(
+                "select * from (trades where price > 5 limit 2, 9) t join (prices limit 13) p on true"
+            ),
             "select * from ( SELECT * FROM trades where price > 5 limit 7 OFFSET 2 ) t join ( SELECT * FROM prices limit 13) p on true"
         );
-        for sql in ["select * from (select a from t limit 2, 9) x", "select f(a) from t where (a) in (1)"] {
+        for sql in [
+            "select * from (select a from t limit 2, 9) x",
+            "select f(a) from t where (a) in (1)",
+        ] {
             assert_eq!(rewrite(sql), sql);
         }
     }
@@ -503,24 +613,73 @@ mod tests {
     #[test]
     fn random_clauses_never_panic() {
         let words = [
-            "create", "table", "t", "(", ")", ",", "a", "symbol", "capacity", "5", "index", "timestamp", "partition",
-            "by", "day", "wal", "bypass", "dedup", "upsert", "keys", "with", "x", "=", "in", "volume", "owned", "as",
-            "select", ";", "long", "add", "column", "drop", "rename", "if", "not", "exists", "limit", "where", "::", "1f",
+            "create",
+            "table",
+            "t",
+            "(",
+            ")",
+            ",",
+            "a",
+            "symbol",
+            "capacity",
+            "5",
+            "index",
+            "timestamp",
+            "partition",
+            "by",
+            "day",
+            "wal",
+            "bypass",
+            "dedup",
+            "upsert",
+            "keys",
+            "with",
+            "x",
+            "=",
+            "in",
+            "volume",
+            "owned",
+            "as",
+            "select",
+            ";",
+            "long",
+            "add",
+            "column",
+            "drop",
+            "rename",
+            "if",
+            "not",
+            "exists",
+            "limit",
+            "where",
+            "::",
+            "1f",
         ];
         let mut seed = 5u64;
         for _ in 0..3000 {
             let n = {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (seed >> 33) % 14
             };
-            let mut sql = String::from(if seed % 2 == 0 { "create table t " } else { "alter table t " });
+            let mut sql = String::from(if seed % 2 == 0 {
+                "create table t "
+            } else {
+                "alter table t "
+            });
             for _ in 0..n {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 sql.push_str(words[((seed >> 33) % words.len() as u64) as usize]);
                 sql.push(' ');
             }
             rewrite(&sql);
         }
-        assert_eq!(rewrite("select a, b from t where x = 1"), "select a, b from t where x = 1");
+        assert_eq!(
+            rewrite("select a, b from t where x = 1"),
+            "select a, b from t where x = 1"
+        );
     }
 }

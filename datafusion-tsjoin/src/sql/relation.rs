@@ -4,16 +4,22 @@
 use super::ast::{agg_column, call_args, marker, marker_number};
 use crate::config::TimestampRegistry;
 use crate::window_join::{
-    BoundUnit, Direction, Prevailing, Side, WindowBound, WindowJoinNode, constant_i64, side_of, timestamp_unit,
-    unit_nanos,
+    BoundUnit, Direction, Prevailing, Side, WindowBound, WindowJoinNode, constant_i64,
+    side_of, timestamp_unit, unit_nanos,
 };
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, DFSchema, Result, plan_datafusion_err, plan_err};
 use datafusion::logical_expr::binary::comparison_coercion;
-use datafusion::logical_expr::planner::{PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning};
+use datafusion::logical_expr::planner::{
+    PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
+};
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Extension, LogicalPlan, Operator, cast};
-use sqlparser::ast::{self as ast, Ident, JoinConstraint, JoinOperator, TableFactor, Value};
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, ExprSchemable, Extension, LogicalPlan, Operator, cast,
+};
+use sqlparser::ast::{
+    self as ast, Ident, JoinConstraint, JoinOperator, TableFactor, Value,
+};
 use std::sync::Arc;
 
 /// Plans `NestedJoin(left WINDOW JOIN right)` table factors; leaves every
@@ -41,17 +47,31 @@ impl RelationPlanner for WindowJoinRelationPlanner {
         if !is_ours {
             return Ok(RelationPlanning::Original(Box::new(relation)));
         }
-        let TableFactor::NestedJoin { table_with_joins, alias } = relation else { unreachable!() };
+        let TableFactor::NestedJoin {
+            table_with_joins,
+            alias,
+        } = relation
+        else {
+            unreachable!()
+        };
         let twj = *table_with_joins;
         let join = twj.joins.into_iter().next().unwrap();
-        let JoinOperator::AsOf { match_condition: ast::Expr::Function(f), constraint } = join.join_operator else {
+        let JoinOperator::AsOf {
+            match_condition: ast::Expr::Function(f),
+            constraint,
+        } = join.join_operator
+        else {
             unreachable!()
         };
         let left = ctx.plan(twj.relation)?;
         let right = ctx.plan(join.relation)?;
         let node = self.plan_window_join(ctx, left, right, &f, constraint)?;
-        let plan = LogicalPlan::Extension(Extension { node: Arc::new(node) });
-        Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(plan, alias))))
+        let plan = LogicalPlan::Extension(Extension {
+            node: Arc::new(node),
+        });
+        Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
+            plan, alias,
+        ))))
     }
 }
 
@@ -74,7 +94,8 @@ impl WindowJoinRelationPlanner {
         marker: &ast::Function,
         constraint: JoinConstraint,
     ) -> Result<WindowJoinNode> {
-        let number = marker_number(marker).ok_or_else(|| plan_datafusion_err!("malformed WINDOW JOIN marker"))?;
+        let number = marker_number(marker)
+            .ok_or_else(|| plan_datafusion_err!("malformed WINDOW JOIN marker"))?;
         let args = call_args(marker);
         if args.len() < 8 {
             return plan_err!("malformed WINDOW JOIN marker");
@@ -88,47 +109,83 @@ impl WindowJoinRelationPlanner {
         let (on, filter) = self.plan_on(ctx, constraint, &lschema, &rschema, &joined)?;
 
         // RANGE BETWEEN
-        let left_unit = timestamp_unit(&left_ts.to_string(), &left_ts.get_type(&lschema)?)?;
-        let mut bound = |value: &ast::Expr, unit: &ast::Expr, dir: &ast::Expr| -> Result<WindowBound> {
+        let left_unit =
+            timestamp_unit(&left_ts.to_string(), &left_ts.get_type(&lschema)?)?;
+        let mut bound = |value: &ast::Expr,
+                         unit: &ast::Expr,
+                         dir: &ast::Expr|
+         -> Result<WindowBound> {
             let unit = string_arg(unit)
-                .and_then(|u| if u == "raw" { Some(BoundUnit::Raw) } else { BoundUnit::parse(&u) })
-                .ok_or_else(|| plan_datafusion_err!("malformed WINDOW JOIN bound unit"))?;
+                .and_then(|u| {
+                    if u == "raw" {
+                        Some(BoundUnit::Raw)
+                    } else {
+                        BoundUnit::parse(&u)
+                    }
+                })
+                .ok_or_else(|| {
+                    plan_datafusion_err!("malformed WINDOW JOIN bound unit")
+                })?;
             let direction = string_arg(dir)
                 .and_then(|d| Direction::parse(&d))
-                .ok_or_else(|| plan_datafusion_err!("malformed WINDOW JOIN bound direction"))?;
+                .ok_or_else(|| {
+                    plan_datafusion_err!("malformed WINDOW JOIN bound direction")
+                })?;
             let value = ctx.sql_to_expr(value.clone(), &joined)?;
             match side_of(&value, &lschema, &rschema) {
                 Side::Right | Side::Both => {
-                    return plan_err!("RANGE BETWEEN expression must not reference right table columns: {value}");
+                    return plan_err!(
+                        "RANGE BETWEEN expression must not reference right table columns: {value}"
+                    );
                 }
                 Side::None => match constant_i64(&value) {
-                    Some(v) if v < 0 => return plan_err!("non-negative integer expression expected, got {value}"),
+                    Some(v) if v < 0 => {
+                        return plan_err!(
+                            "non-negative integer expression expected, got {value}"
+                        );
+                    }
                     Some(_) => {}
                     None if is_null_literal(&value) => {}
-                    None => return plan_err!("integer expression expected in RANGE BETWEEN, got {value}"),
+                    None => {
+                        return plan_err!(
+                            "integer expression expected in RANGE BETWEEN, got {value}"
+                        );
+                    }
                 },
                 Side::Left => {
                     let t = value.get_type(&lschema)?;
                     if !t.is_integer() && t != DataType::Null {
-                        return plan_err!("integer expression expected in RANGE BETWEEN, got {value} of type {t}");
+                        return plan_err!(
+                            "integer expression expected in RANGE BETWEEN, got {value} of type {t}"
+                        );
                     }
                 }
             }
-            Ok(WindowBound { value, unit, direction })
+            Ok(WindowBound {
+                value,
+                unit,
+                direction,
+            })
         };
         let lo = bound(args[1], args[2], args[3])?;
         let hi = bound(args[4], args[5], args[6])?;
         if let (Some(l), Some(h)) = (lo.constant(), hi.constant()) {
             let nanos = |v: i64, b: &WindowBound| {
-                v as i128 * b.unit.nanos().unwrap_or(unit_nanos(left_unit)) as i128 * b.direction.sign() as i128
+                v as i128
+                    * b.unit.nanos().unwrap_or(unit_nanos(left_unit)) as i128
+                    * b.direction.sign() as i128
             };
             if nanos(h, &hi) < nanos(l, &lo) {
-                return plan_err!("WINDOW join hi value cannot be less than lo value: RANGE BETWEEN {lo} AND {hi}");
+                return plan_err!(
+                    "WINDOW join hi value cannot be less than lo value: RANGE BETWEEN {lo} AND {hi}"
+                );
             }
         }
         let prevailing = string_arg(args[7])
             .and_then(|p| Prevailing::parse(&p))
-            .ok_or_else(|| plan_datafusion_err!("malformed WINDOW JOIN prevailing mode"))?;
+            .ok_or_else(|| {
+                plan_datafusion_err!("malformed WINDOW JOIN prevailing mode")
+            })?;
 
         // Aggregates moved here by the AST pass.
         let mut aggs = vec![];
@@ -169,7 +226,9 @@ impl WindowJoinRelationPlanner {
         rschema: &DFSchema,
         joined: &DFSchema,
     ) -> Result<(Vec<(Expr, Expr)>, Option<Expr>)> {
-        let shorthand = |ids: Vec<Ident>, ctx: &mut dyn RelationPlannerContext| -> Result<Vec<(Expr, Expr)>> {
+        let shorthand = |ids: Vec<Ident>,
+                         ctx: &mut dyn RelationPlannerContext|
+         -> Result<Vec<(Expr, Expr)>> {
             ids.into_iter()
                 .map(|id| {
                     let name = ctx.normalize_ident(id);
@@ -186,7 +245,10 @@ impl WindowJoinRelationPlanner {
         let (mut keys, expr) = match constraint {
             JoinConstraint::None => (vec![], None),
             JoinConstraint::Using(names) => {
-                let ids = names.into_iter().filter_map(|n| n.0.last().and_then(|p| p.as_ident().cloned())).collect();
+                let ids = names
+                    .into_iter()
+                    .filter_map(|n| n.0.last().and_then(|p| p.as_ident().cloned()))
+                    .collect();
                 (shorthand(ids, ctx)?, None)
             }
             JoinConstraint::On(e) => {
@@ -195,8 +257,14 @@ impl WindowJoinRelationPlanner {
                     inner = x;
                 }
                 match inner {
-                    ast::Expr::Identifier(id) => (shorthand(vec![id.clone()], ctx)?, None),
-                    ast::Expr::Tuple(items) if items.iter().all(|i| matches!(i, ast::Expr::Identifier(_))) => {
+                    ast::Expr::Identifier(id) => {
+                        (shorthand(vec![id.clone()], ctx)?, None)
+                    }
+                    ast::Expr::Tuple(items)
+                        if items
+                            .iter()
+                            .all(|i| matches!(i, ast::Expr::Identifier(_))) =>
+                    {
                         let ids = items
                             .iter()
                             .map(|i| match i {
@@ -210,22 +278,35 @@ impl WindowJoinRelationPlanner {
                         let on = ctx.sql_to_expr(e, joined)?;
                         let t = on.get_type(joined)?;
                         if t != DataType::Boolean && t != DataType::Null {
-                            return plan_err!("boolean expression expected in WINDOW JOIN ON, got {on} of type {t}");
+                            return plan_err!(
+                                "boolean expression expected in WINDOW JOIN ON, got {on} of type {t}"
+                            );
                         }
                         (vec![], Some(on))
                     }
                 }
             }
-            JoinConstraint::Natural => return plan_err!("NATURAL is not supported with WINDOW JOIN"),
+            JoinConstraint::Natural => {
+                return plan_err!("NATURAL is not supported with WINDOW JOIN");
+            }
         };
         let mut rest = vec![];
         if let Some(on) = expr {
             for c in split_conjunction(&on) {
                 let key = match c {
-                    Expr::BinaryExpr(BinaryExpr { left: a, op: Operator::Eq | Operator::IsNotDistinctFrom, right: b }) => {
-                        match (side_of(a, lschema, rschema), side_of(b, lschema, rschema)) {
-                            (Side::Left, Side::Right) => Some(((**a).clone(), (**b).clone())),
-                            (Side::Right, Side::Left) => Some(((**b).clone(), (**a).clone())),
+                    Expr::BinaryExpr(BinaryExpr {
+                        left: a,
+                        op: Operator::Eq | Operator::IsNotDistinctFrom,
+                        right: b,
+                    }) => {
+                        match (side_of(a, lschema, rschema), side_of(b, lschema, rschema))
+                        {
+                            (Side::Left, Side::Right) => {
+                                Some(((**a).clone(), (**b).clone()))
+                            }
+                            (Side::Right, Side::Left) => {
+                                Some(((**b).clone(), (**a).clone()))
+                            }
                             _ => None,
                         }
                     }
@@ -253,21 +334,29 @@ impl WindowJoinRelationPlanner {
                 return Ok(Expr::Column(Column::new(q.cloned(), f.name())));
             }
         }
-        let ts: Vec<_> = schema.iter().filter(|(_, f)| matches!(f.data_type(), DataType::Timestamp(..))).collect();
+        let ts: Vec<_> = schema
+            .iter()
+            .filter(|(_, f)| matches!(f.data_type(), DataType::Timestamp(..)))
+            .collect();
         let pick = match ts.len() {
             1 => Some(ts[0]),
             0 => None,
             _ => {
-                let named: Vec<_> =
-                    ts.iter().filter(|(_, f)| self.timestamps.is_designated_anywhere(f.name())).collect();
+                let named: Vec<_> = ts
+                    .iter()
+                    .filter(|(_, f)| self.timestamps.is_designated_anywhere(f.name()))
+                    .collect();
                 (named.len() == 1).then(|| *named[0])
             }
         };
         match pick {
             Some((q, f)) => Ok(Expr::Column(Column::new(q.cloned(), f.name()))),
-            None if ts.is_empty() => plan_err!("{side} side of time series join has no timestamp: it has no timestamp column"),
+            None if ts.is_empty() => plan_err!(
+                "{side} side of time series join has no timestamp: it has no timestamp column"
+            ),
             None => {
-                let names: Vec<&str> = ts.iter().map(|(_, f)| f.name().as_str()).collect();
+                let names: Vec<&str> =
+                    ts.iter().map(|(_, f)| f.name().as_str()).collect();
                 plan_err!(
                     "{side} side of time series join has no timestamp: it has several timestamp columns ({}); name the designated one when registering the table",
                     names.join(", ")
@@ -285,13 +374,15 @@ fn is_null_literal(e: &Expr) -> bool {
 fn designated_name(plan: &LogicalPlan, reg: &TimestampRegistry) -> Option<String> {
     let name = match plan {
         LogicalPlan::TableScan(scan) => reg.get(scan.table_name.table()),
-        LogicalPlan::Extension(ext) => match ext.node.as_any().downcast_ref::<WindowJoinNode>() {
-            Some(node) => match &node.left_ts {
-                Expr::Column(c) => Some(c.name.clone()),
-                _ => None,
-            },
-            None => None,
-        },
+        LogicalPlan::Extension(ext) => {
+            match ext.node.as_any().downcast_ref::<WindowJoinNode>() {
+                Some(node) => match &node.left_ts {
+                    Expr::Column(c) => Some(c.name.clone()),
+                    _ => None,
+                },
+                None => None,
+            }
+        }
         LogicalPlan::SubqueryAlias(_)
         | LogicalPlan::Filter(_)
         | LogicalPlan::Sort(_)
@@ -300,11 +391,19 @@ fn designated_name(plan: &LogicalPlan, reg: &TimestampRegistry) -> Option<String
         | LogicalPlan::Repartition(_) => designated_name(plan.inputs()[0], reg),
         _ => None,
     }?;
-    plan.schema().qualified_field_with_unqualified_name(&name).ok().map(|_| name)
+    plan.schema()
+        .qualified_field_with_unqualified_name(&name)
+        .ok()
+        .map(|_| name)
 }
 
 /// Casts a key pair to one type (dictionaries compare by value).
-fn coerce_key(l: Expr, r: Expr, lschema: &DFSchema, rschema: &DFSchema) -> Result<(Expr, Expr)> {
+fn coerce_key(
+    l: Expr,
+    r: Expr,
+    lschema: &DFSchema,
+    rschema: &DFSchema,
+) -> Result<(Expr, Expr)> {
     let value_type = |t: DataType| match t {
         DataType::Dictionary(_, v) => *v,
         t => t,
@@ -327,9 +426,19 @@ fn coerce_key(l: Expr, r: Expr, lschema: &DFSchema, rschema: &DFSchema) -> Resul
     } else {
         match comparison_coercion(&lt, &rt) {
             Some(t) if !matches!(t, DataType::Dictionary(..)) => t,
-            _ => return plan_err!("join column type mismatch: {l} is {lt0} but {r} is {rt0}"),
+            _ => {
+                return plan_err!(
+                    "join column type mismatch: {l} is {lt0} but {r} is {rt0}"
+                );
+            }
         }
     };
-    let wrap = |e: Expr, t: &DataType| if *t == common { e } else { cast(e, common.clone()) };
+    let wrap = |e: Expr, t: &DataType| {
+        if *t == common {
+            e
+        } else {
+            cast(e, common.clone())
+        }
+    };
     Ok((wrap(l, &lt0), wrap(r, &rt0)))
 }

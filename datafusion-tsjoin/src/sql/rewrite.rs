@@ -56,14 +56,20 @@ struct Bound {
 
 /// Rewrites every `WINDOW JOIN … RANGE BETWEEN … [INCLUDE|EXCLUDE PREVAILING]`.
 /// Each one gets a statement-wide number, used to name its aggregate columns.
-pub fn rewrite_window_joins(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect) -> Result<Vec<TokenWithSpan>> {
+pub fn rewrite_window_joins(
+    tokens: Vec<TokenWithSpan>,
+    dialect: &dyn Dialect,
+) -> Result<Vec<TokenWithSpan>> {
     let tokens = merge_digit_groups(tokens);
     let mut out = Vec::with_capacity(tokens.len() + 32);
     let mut i = 0;
     let mut count = 0usize;
     while i < tokens.len() {
         let next = skip_ws(&tokens, i + 1);
-        if word_is(&tokens[i].token, "WINDOW") && next < tokens.len() && word_is(&tokens[next].token, "JOIN") {
+        if word_is(&tokens[i].token, "WINDOW")
+            && next < tokens.len()
+            && word_is(&tokens[next].token, "JOIN")
+        {
             i = rewrite_one(&tokens, i, next + 1, count, dialect, &mut out)?;
             count += 1;
         } else {
@@ -127,7 +133,8 @@ fn rewrite_one(
         }
         None
     };
-    let missing_range = || error_at(span, "WINDOW JOIN needs RANGE BETWEEN <bound> AND <bound>");
+    let missing_range =
+        || error_at(span, "WINDOW JOIN needs RANGE BETWEEN <bound> AND <bound>");
     let rel_end = stop(rel, &["ON", "RANGE"]).ok_or_else(missing_range)?;
     if skip_ws(tokens, rel) >= rel_end {
         return Err(error_at(span, "table expected after WINDOW JOIN"));
@@ -140,7 +147,10 @@ fn rewrite_one(
     };
     let between = skip_ws(tokens, range_at + 1);
     if between >= tokens.len() || !word_is(&tokens[between].token, "BETWEEN") {
-        return Err(error_at(tokens[range_at].span, "BETWEEN expected after RANGE"));
+        return Err(error_at(
+            tokens[range_at].span,
+            "BETWEEN expected after RANGE",
+        ));
     }
 
     let mut pos = between + 1;
@@ -154,8 +164,14 @@ fn rewrite_one(
     let hi = parse_bound(tokens, &mut pos, dialect)?;
     let mut prevailing = "include";
     let p = skip_ws(tokens, pos);
-    if p < tokens.len() && (word_is(&tokens[p].token, "INCLUDE") || word_is(&tokens[p].token, "EXCLUDE")) {
-        prevailing = if word_is(&tokens[p].token, "INCLUDE") { "include" } else { "exclude" };
+    if p < tokens.len()
+        && (word_is(&tokens[p].token, "INCLUDE") || word_is(&tokens[p].token, "EXCLUDE"))
+    {
+        prevailing = if word_is(&tokens[p].token, "INCLUDE") {
+            "include"
+        } else {
+            "exclude"
+        };
         let q = skip_ws(tokens, p + 1);
         if q >= tokens.len() || !word_is(&tokens[q].token, "PREVAILING") {
             let s = tokens.get(q).map_or(tokens[p].span, |t| t.span);
@@ -168,7 +184,12 @@ fn rewrite_one(
     let tok = |t: Token| TokenWithSpan::new(t, span);
     let ws = || tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space));
     let s = |v: &str| tok(Token::SingleQuotedString(v.to_string()));
-    out.extend([tok(Token::make_keyword("ASOF")), ws(), tok(Token::make_keyword("JOIN")), ws()]);
+    out.extend([
+        tok(Token::make_keyword("ASOF")),
+        ws(),
+        tok(Token::make_keyword("JOIN")),
+        ws(),
+    ]);
     out.extend_from_slice(&tokens[rel..rel_end]);
     out.extend([
         ws(),
@@ -183,9 +204,20 @@ fn rewrite_one(
         out.push(tok(Token::LParen));
         out.extend_from_slice(&b.value);
         out.push(tok(Token::RParen));
-        out.extend([tok(Token::Comma), s(b.unit.as_str()), tok(Token::Comma), s(b.direction.as_str())]);
+        out.extend([
+            tok(Token::Comma),
+            s(b.unit.as_str()),
+            tok(Token::Comma),
+            s(b.direction.as_str()),
+        ]);
     }
-    out.extend([tok(Token::Comma), s(prevailing), tok(Token::RParen), tok(Token::RParen), ws()]);
+    out.extend([
+        tok(Token::Comma),
+        s(prevailing),
+        tok(Token::RParen),
+        tok(Token::RParen),
+        ws(),
+    ]);
     if let Some(on) = on {
         out.push(tok(Token::make_keyword("ON")));
         out.extend_from_slice(on);
@@ -195,13 +227,23 @@ fn rewrite_one(
 }
 
 /// Parses one bound starting at `*pos`, leaving `*pos` after it.
-fn parse_bound(tokens: &[TokenWithSpan], pos: &mut usize, dialect: &dyn Dialect) -> Result<Bound> {
+fn parse_bound(
+    tokens: &[TokenWithSpan],
+    pos: &mut usize,
+    dialect: &dyn Dialect,
+) -> Result<Bound> {
     let start = skip_ws(tokens, *pos);
     let Some(first) = tokens.get(start) else {
-        return Err(error_at(Span::empty(), "window bound expected after RANGE BETWEEN"));
+        return Err(error_at(
+            Span::empty(),
+            "window bound expected after RANGE BETWEEN",
+        ));
     };
     if word_is(&first.token, "UNBOUNDED") {
-        return Err(error_at(first.span, "unbounded preceding/following is not supported in WINDOW joins"));
+        return Err(error_at(
+            first.span,
+            "unbounded preceding/following is not supported in WINDOW joins",
+        ));
     }
     if word_is(&first.token, "CURRENT") {
         let row = skip_ws(tokens, start + 1);
@@ -210,13 +252,17 @@ fn parse_bound(tokens: &[TokenWithSpan], pos: &mut usize, dialect: &dyn Dialect)
         }
         *pos = row + 1;
         return Ok(Bound {
-            value: vec![TokenWithSpan::new(Token::Number("0".into(), false), first.span)],
+            value: vec![TokenWithSpan::new(
+                Token::Number("0".into(), false),
+                first.span,
+            )],
             unit: BoundUnit::Raw,
             direction: Direction::Following,
         });
     }
     // The value is any expression; sqlparser stops before the unit word.
-    let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens[start..].to_vec());
+    let mut parser =
+        Parser::new(dialect).with_tokens_with_locations(tokens[start..].to_vec());
     parser
         .parse_expr()
         .map_err(|e| error_at(first.span, format!("invalid window bound: {e}")))?;
@@ -224,7 +270,10 @@ fn parse_bound(tokens: &[TokenWithSpan], pos: &mut usize, dialect: &dyn Dialect)
     let value = tokens[start..end].to_vec();
     let w = skip_ws(tokens, end);
     let Some(word) = tokens.get(w) else {
-        return Err(error_at(first.span, "PRECEDING or FOLLOWING expected after the window bound"));
+        return Err(error_at(
+            first.span,
+            "PRECEDING or FOLLOWING expected after the window bound",
+        ));
     };
     let text = match &word.token {
         Token::Word(x) if x.quote_style.is_none() => x.value.clone(),
@@ -232,7 +281,11 @@ fn parse_bound(tokens: &[TokenWithSpan], pos: &mut usize, dialect: &dyn Dialect)
     };
     if let Some(direction) = Direction::parse(&text) {
         *pos = w + 1;
-        return Ok(Bound { value, unit: BoundUnit::Raw, direction });
+        return Ok(Bound {
+            value,
+            unit: BoundUnit::Raw,
+            direction,
+        });
     }
     let Some(unit) = BoundUnit::parse(&text) else {
         return Err(error_at(
@@ -253,5 +306,9 @@ fn parse_bound(tokens: &[TokenWithSpan], pos: &mut usize, dialect: &dyn Dialect)
         return Err(error_at(s, "PRECEDING or FOLLOWING expected"));
     };
     *pos = d + 1;
-    Ok(Bound { value, unit, direction })
+    Ok(Bound {
+        value,
+        unit,
+        direction,
+    })
 }

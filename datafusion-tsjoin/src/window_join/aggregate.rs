@@ -5,11 +5,14 @@
 use super::build::{RightIndex, eval_all};
 use super::exec::{AggInput, WindowAgg, WindowAggKind, WindowJoinSpec};
 use super::probe::{WindowLists, pair_batch};
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt32Array};
-use datafusion::arrow::datatypes::{DataType, Float64Type};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
+    UInt32Array,
+};
 use datafusion::arrow::compute::kernels::zip::zip;
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::Result;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::GroupsAccumulatorAdapter;
@@ -30,7 +33,13 @@ pub(crate) fn aggregate_lists(
     let right_rows = UInt32Array::from(lists.rows.clone());
     let pairs = if needs_pairs {
         let lrows = UInt32Array::from_iter_values(group_ids.iter().map(|&g| g as u32));
-        Some(pair_batch(pair_schema, left, &lrows, &index.batch, &right_rows)?)
+        Some(pair_batch(
+            pair_schema,
+            left,
+            &lrows,
+            &index.batch,
+            &right_rows,
+        )?)
     } else {
         None
     };
@@ -96,19 +105,26 @@ fn aggregate_one(
             Ok(Arc::new(out))
         }
         WindowAggKind::Accumulate(expr) => {
-            let mut acc: Box<dyn GroupsAccumulator> = if expr.groups_accumulator_supported() {
-                expr.create_groups_accumulator()?
-            } else {
-                let expr = Arc::clone(expr);
-                Box::new(GroupsAccumulatorAdapter::new(move || expr.create_accumulator()))
-            };
+            let mut acc: Box<dyn GroupsAccumulator> =
+                if expr.groups_accumulator_supported() {
+                    expr.create_groups_accumulator()?
+                } else {
+                    let expr = Arc::clone(expr);
+                    Box::new(GroupsAccumulatorAdapter::new(move || {
+                        expr.create_accumulator()
+                    }))
+                };
             let values = entry_values()?;
             acc.update_batch(&values, group_ids, None, n)?;
             let out = acc.evaluate(EmitTo::All)?;
             // Groups accumulators may assume every group saw a row (true in a
             // hash aggregate, not here): empty windows get the aggregate's
             // value over no rows (NULL, 0 for count) explicitly.
-            let empty: BooleanArray = lists.offsets.windows(2).map(|w| Some(w[0] == w[1])).collect();
+            let empty: BooleanArray = lists
+                .offsets
+                .windows(2)
+                .map(|w| Some(w[0] == w[1]))
+                .collect();
             if empty.true_count() == 0 {
                 return Ok(out);
             }
@@ -137,8 +153,13 @@ pub(crate) fn float_extreme(
             None => v,
             Some(b) => {
                 let greater = v.total_cmp(&b).is_gt() || (v.is_nan() && !b.is_nan());
-                let less = (b.is_nan() && !v.is_nan()) || (!v.is_nan() && v.total_cmp(&b).is_lt());
-                if (max && greater) || (!max && less) { v } else { b }
+                let less = (b.is_nan() && !v.is_nan())
+                    || (!v.is_nan() && v.total_cmp(&b).is_lt());
+                if (max && greater) || (!max && less) {
+                    v
+                } else {
+                    b
+                }
             }
         });
     }

@@ -168,7 +168,13 @@ impl fmt::Display for WindowBound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.unit {
             BoundUnit::Raw => write!(f, "{} {}", self.value, self.direction.as_str()),
-            u => write!(f, "{} {} {}", self.value, u.as_str(), self.direction.as_str()),
+            u => write!(
+                f,
+                "{} {} {}",
+                self.value,
+                u.as_str(),
+                self.direction.as_str()
+            ),
         }
     }
 }
@@ -246,11 +252,20 @@ mod tests {
     #[test]
     fn bounds_convert_to_common_ticks() {
         // 1 second in microsecond ticks
-        assert_eq!(bound_to_ticks(1, BoundUnit::Second, 1_000, 1_000), Some(1_000_000));
+        assert_eq!(
+            bound_to_ticks(1, BoundUnit::Second, 1_000, 1_000),
+            Some(1_000_000)
+        );
         // raw 5 in a millisecond left table, compared in nanoseconds
-        assert_eq!(bound_to_ticks(5, BoundUnit::Raw, 1_000_000, 1), Some(5_000_000));
+        assert_eq!(
+            bound_to_ticks(5, BoundUnit::Raw, 1_000_000, 1),
+            Some(5_000_000)
+        );
         // 1500 ns in microsecond ticks truncates
-        assert_eq!(bound_to_ticks(1500, BoundUnit::Nanosecond, 1_000, 1_000), Some(1));
+        assert_eq!(
+            bound_to_ticks(1500, BoundUnit::Nanosecond, 1_000, 1_000),
+            Some(1)
+        );
         assert_eq!(bound_to_ticks(i64::MAX, BoundUnit::Day, 1, 1), None);
     }
 }

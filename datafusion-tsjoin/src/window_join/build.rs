@@ -18,22 +18,28 @@
 //! Rows are numbered piece after piece (right partition order), each piece
 //! in its input order; that number breaks timestamp ties.
 
+use super::bounds::{Prevailing, unit_nanos};
 use super::exec::{AggInput, WindowJoinSpec};
 use super::fast::{ColumnSpec, ColumnType, FastAgg, FastColumn, FastPlan, Placed};
-use super::place::{Placement, gather_column, gather_flags};
-use super::bounds::{Prevailing, unit_nanos};
-use super::probe::{constant_offset, longest_window};
 pub(crate) use super::keys::KeyIndex;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_empty_array};
-use datafusion::arrow::compute::{cast, concat, concat_batches, filter_record_batch, kernels::numeric::mul, take};
+use super::par::{for_group_ranges, par_each};
+use super::place::{Placement, gather_column, gather_flags};
+use super::probe::{constant_offset, longest_window};
+use crate::kernels::KernelSet;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_empty_array,
+};
+use datafusion::arrow::compute::{
+    cast, concat, concat_batches, filter_record_batch, kernels::numeric::mul, take,
+};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream};
-use super::par::{for_group_ranges, par_each};
-use crate::kernels::KernelSet;
+use datafusion::physical_plan::{
+    ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream,
+};
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 
@@ -65,14 +71,20 @@ pub(crate) struct RightIndex {
 
 impl std::fmt::Debug for RightIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RightIndex").field("rows", &self.ts.len()).field("groups", &(self.group_offsets.len() - 1)).finish()
+        f.debug_struct("RightIndex")
+            .field("rows", &self.ts.len())
+            .field("groups", &(self.group_offsets.len() - 1))
+            .finish()
     }
 }
 
 impl RightIndex {
     /// Positions of key group `g`.
     pub(crate) fn group(&self, g: u32) -> (usize, usize) {
-        (self.group_offsets[g as usize] as usize, self.group_offsets[g as usize + 1] as usize)
+        (
+            self.group_offsets[g as usize] as usize,
+            self.group_offsets[g as usize + 1] as usize,
+        )
     }
 
     /// Number of groups.
@@ -88,7 +100,11 @@ impl RightIndex {
 
 /// Evaluates a designated-timestamp expression and returns its values as
 /// ticks of the common unit (`factor` common ticks per input tick).
-pub(crate) fn eval_ticks(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch, factor: i64) -> Result<Int64Array> {
+pub(crate) fn eval_ticks(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+    factor: i64,
+) -> Result<Int64Array> {
     let array = expr.evaluate(batch)?.into_array(batch.num_rows())?;
     let raw = cast(&array, &DataType::Int64)?;
     let raw = raw.as_primitive::<Int64Type>();
@@ -104,8 +120,14 @@ pub(crate) fn eval_ticks(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch, fact
 }
 
 /// Evaluates expressions over a batch into arrays.
-pub(crate) fn eval_all(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-    exprs.iter().map(|e| e.evaluate(batch)?.into_array(batch.num_rows())).collect()
+pub(crate) fn eval_all(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    batch: &RecordBatch,
+) -> Result<Vec<ArrayRef>> {
+    exprs
+        .iter()
+        .map(|e| e.evaluate(batch)?.into_array(batch.num_rows()))
+        .collect()
 }
 
 /// Group id of rows that belong to no group (NULL timestamp).
@@ -153,7 +175,20 @@ async fn reduce_partition(
 ) -> Result<Piece> {
     let keep_rows = spec.needs_pairs();
     let mut piece = Piece {
-        values: spec.aggs.iter().map(|a| vec![vec![]; if a.input == AggInput::Right { a.args.len() } else { 0 }]).collect(),
+        values: spec
+            .aggs
+            .iter()
+            .map(|a| {
+                vec![
+                    vec![];
+                    if a.input == AggInput::Right {
+                        a.args.len()
+                    } else {
+                        0
+                    }
+                ]
+            })
+            .collect(),
         ..Default::default()
     };
     // This partition's own interner, and where its ids live globally: the
@@ -177,14 +212,26 @@ async fn reduce_partition(
                 let key_arrays = eval_all(&spec.right_keys, &batch)?;
                 let ids = local.intern(&key_arrays)?;
                 if local.len() > to_global.len() {
-                    to_global.extend(new_globals(shared, &key_arrays, &ids, to_global.len(), local.len())?);
+                    to_global.extend(new_globals(
+                        shared,
+                        &key_arrays,
+                        &ids,
+                        to_global.len(),
+                        local.len(),
+                    )?);
                 }
                 Some(ids)
             }
             _ => None,
         };
-        let mut span = Span { start: piece.rows, rows: n, sorted: true, range: None };
-        let global = |row: usize| ids.as_ref().map_or(0, |ids| to_global[ids[row] as usize]);
+        let mut span = Span {
+            start: piece.rows,
+            rows: n,
+            sorted: true,
+            range: None,
+        };
+        let global =
+            |row: usize| ids.as_ref().map_or(0, |ids| to_global[ids[row] as usize]);
         match ts.nulls().filter(|n| n.null_count() > 0) {
             None if n > 0 => {
                 // The common case, in whole-slice passes.
@@ -193,7 +240,10 @@ async fn reduce_partition(
                 span.range = Some(if span.sorted {
                     (t[0], t[n - 1])
                 } else {
-                    (*t.iter().min().expect("n > 0"), *t.iter().max().expect("n > 0"))
+                    (
+                        *t.iter().min().expect("n > 0"),
+                        *t.iter().max().expect("n > 0"),
+                    )
                 });
                 piece.ts.extend_from_slice(t);
                 piece.gid.extend((0..n).map(global));
@@ -239,7 +289,13 @@ async fn reduce_partition(
 
 /// Global ids of local groups `from..to`, interning the keys they stand for
 /// (taken from the first row of each) in the shared index.
-fn new_globals(shared: &SharedKeys, keys: &[ArrayRef], ids: &[u32], from: usize, to: usize) -> Result<Vec<u32>> {
+fn new_globals(
+    shared: &SharedKeys,
+    keys: &[ArrayRef],
+    ids: &[u32],
+    from: usize,
+    to: usize,
+) -> Result<Vec<u32>> {
     let mut first = vec![u32::MAX; to - from];
     for (row, &id) in ids.iter().enumerate() {
         let id = id as usize;
@@ -248,7 +304,10 @@ fn new_globals(shared: &SharedKeys, keys: &[ArrayRef], ids: &[u32], from: usize,
         }
     }
     let rows = UInt32Array::from(first);
-    let taken = keys.iter().map(|k| Ok(take(k.as_ref(), &rows, None)?)).collect::<Result<Vec<_>>>()?;
+    let taken = keys
+        .iter()
+        .map(|k| Ok(take(k.as_ref(), &rows, None)?))
+        .collect::<Result<Vec<_>>>()?;
     shared.lock().expect("key index lock").intern(&taken)
 }
 
@@ -268,7 +327,11 @@ pub(crate) async fn build_right_index(
     let keys = if spec.right_keys.is_empty() {
         None
     } else {
-        let types = spec.right_keys.iter().map(|k| k.data_type(&schema)).collect::<Result<Vec<_>>>()?;
+        let types = spec
+            .right_keys
+            .iter()
+            .map(|k| k.data_type(&schema))
+            .collect::<Result<Vec<_>>>()?;
         Some(Arc::new(Mutex::new(KeyIndex::try_new(&types)?)))
     };
     let reservation = Arc::new(reservation);
@@ -276,20 +339,47 @@ pub(crate) async fn build_right_index(
     let mut tasks = Vec::with_capacity(partitions);
     for p in 0..partitions {
         let input = right.execute(p, Arc::clone(&context))?;
-        let (spec, keys, reservation) = (Arc::clone(&spec), keys.clone(), Arc::clone(&reservation));
+        let (spec, keys, reservation) =
+            (Arc::clone(&spec), keys.clone(), Arc::clone(&reservation));
         // Spawned so partitions reduce in parallel; dropping the build
         // (the query was cancelled) aborts them.
-        tasks.push(SpawnedTask::spawn(reduce_partition(input, spec, keys, reservation)));
+        tasks.push(SpawnedTask::spawn(reduce_partition(
+            input,
+            spec,
+            keys,
+            reservation,
+        )));
     }
     let mut pieces = Vec::with_capacity(partitions);
     for task in tasks {
-        pieces.push(task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??);
+        pieces.push(
+            task.join()
+                .await
+                .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??,
+        );
     }
-    let keys = keys.map(|k| Arc::try_unwrap(k).ok().expect("pieces done").into_inner().expect("key index lock"));
-    let task = SpawnedTask::spawn_blocking(move || {
-        assemble(pieces, schema, &spec, fast_plan.as_deref(), keys, reservation, kernels, threads)
+    let keys = keys.map(|k| {
+        Arc::try_unwrap(k)
+            .ok()
+            .expect("pieces done")
+            .into_inner()
+            .expect("key index lock")
     });
-    task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+    let task = SpawnedTask::spawn_blocking(move || {
+        assemble(
+            pieces,
+            schema,
+            &spec,
+            fast_plan.as_deref(),
+            keys,
+            reservation,
+            kernels,
+            threads,
+        )
+    });
+    task.join()
+        .await
+        .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
 }
 
 /// Places the pieces' rows in `(group, ts, row)` order and builds the
@@ -311,18 +401,28 @@ fn assemble(
     let rows: usize = pieces.iter().map(|p| p.rows).sum();
     // The aggregate arguments leave the pieces: [piece][agg][arg][span].
     let mut pieces = pieces;
-    let mut piece_values: Vec<Vec<Vec<Vec<ArrayRef>>>> = pieces.iter_mut().map(|p| std::mem::take(&mut p.values)).collect();
-    let mut batches: Vec<RecordBatch> = pieces.iter_mut().flat_map(|p| std::mem::take(&mut p.batches)).collect();
+    let mut piece_values: Vec<Vec<Vec<Vec<ArrayRef>>>> = pieces
+        .iter_mut()
+        .map(|p| std::mem::take(&mut p.values))
+        .collect();
+    let mut batches: Vec<RecordBatch> = pieces
+        .iter_mut()
+        .flat_map(|p| std::mem::take(&mut p.batches))
+        .collect();
     let placement = Placement::new(&pieces, &units, n_groups, threads);
     let positions = placement.positions();
     // Row numbers and timestamps by position, then each fast column in
     // turn (8 bytes and a NULL flag per position; 8 more per row while a
     // re-sorted index gathers by row).
-    let column_bytes = fast_plan.map_or(0, |p| p.columns.len() * (positions * 9 + if presorted { 0 } else { rows * 9 }));
+    let column_bytes = fast_plan.map_or(0, |p| {
+        p.columns.len() * (positions * 9 + if presorted { 0 } else { rows * 9 })
+    });
     reservation.try_grow(positions * 12 + placement.offsets.len() * 4 + column_bytes)?;
     // Rows by position are read by first/last, the general path and the
     // re-sort; a fast plan without them needs only the timestamps.
-    let by_position = !presorted || fast_plan.is_none_or(|p| p.aggs.iter().any(|a| matches!(a, FastAgg::Pick(..))));
+    let by_position = !presorted
+        || fast_plan
+            .is_none_or(|p| p.aggs.iter().any(|a| matches!(a, FastAgg::Pick(..))));
     let (mut order, mut ts, slots) = placement.rows(by_position);
     let group_offsets = placement.offsets.clone();
     if !presorted {
@@ -338,38 +438,82 @@ fn assemble(
     // constant bounds cap at the most rows a group holds within the
     // window's width (plus the prevailing row): a few levels instead of
     // one per doubling up to the largest group.
-    let longest = columns.iter().any(|c| c.min_max).then(|| window_rows_bound(spec, &ts, &group_offsets, threads)).flatten();
+    let longest = columns
+        .iter()
+        .any(|c| c.min_max)
+        .then(|| window_rows_bound(spec, &ts, &group_offsets, threads))
+        .flatten();
     let build = |c: &ColumnSpec| -> Result<FastColumn> {
-        let parts: Vec<&[ArrayRef]> = piece_values.iter().map(|v| v[c.agg][0].as_slice()).collect();
+        let parts: Vec<&[ArrayRef]> = piece_values
+            .iter()
+            .map(|v| v[c.agg][0].as_slice())
+            .collect();
         let mut placed = Placed::default();
         if presorted {
             match c.ty {
-                ColumnType::Float => (placed.floats, placed.nulls) = placement.column::<Float64Type>(&parts, &slots)?,
-                ColumnType::Int => (placed.ints, placed.nulls) = placement.column::<Int64Type>(&parts, &slots)?,
-                ColumnType::NullsOnly => placed.nulls = placement.flags(&parts, &slots)?,
+                ColumnType::Float => {
+                    (placed.floats, placed.nulls) =
+                        placement.column::<Float64Type>(&parts, &slots)?
+                }
+                ColumnType::Int => {
+                    (placed.ints, placed.nulls) =
+                        placement.column::<Int64Type>(&parts, &slots)?
+                }
+                ColumnType::NullsOnly => {
+                    placed.nulls = placement.flags(&parts, &slots)?
+                }
             }
         } else {
-            let parts: Vec<ArrayRef> = parts.into_iter().flat_map(|p| p.iter().cloned()).collect();
+            let parts: Vec<ArrayRef> =
+                parts.into_iter().flat_map(|p| p.iter().cloned()).collect();
             match c.ty {
                 ColumnType::Float => {
-                    (placed.floats, placed.nulls) = gather_column::<Float64Type>(&parts, &order, per_column)?
+                    (placed.floats, placed.nulls) =
+                        gather_column::<Float64Type>(&parts, &order, per_column)?
                 }
-                ColumnType::Int => (placed.ints, placed.nulls) = gather_column::<Int64Type>(&parts, &order, per_column)?,
-                ColumnType::NullsOnly => placed.nulls = gather_flags(&parts, &order, per_column),
+                ColumnType::Int => {
+                    (placed.ints, placed.nulls) =
+                        gather_column::<Int64Type>(&parts, &order, per_column)?
+                }
+                ColumnType::NullsOnly => {
+                    placed.nulls = gather_flags(&parts, &order, per_column)
+                }
             }
         }
-        Ok(FastColumn::build(c, placed, &group_offsets, longest, kernels, per_column))
+        Ok(FastColumn::build(
+            c,
+            placed,
+            &group_offsets,
+            longest,
+            kernels,
+            per_column,
+        ))
     };
-    let fast = par_each(columns.iter().collect(), build).into_iter().collect::<Result<Vec<_>>>()?;
+    let fast = par_each(columns.iter().collect(), build)
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
     drop(slots);
     drop(placement);
     drop(pieces);
 
     // Aggregate arguments by row, where something reads them by row (the
     // general path, first/last); the rows themselves for pairs.
-    let by_row = |i: usize| fast_plan.is_none_or(|p| matches!(p.aggs[i], FastAgg::Pick(..)));
-    let mut values: Vec<Vec<Vec<ArrayRef>>> =
-        spec.aggs.iter().map(|a| vec![vec![]; if a.input == AggInput::Right { a.args.len() } else { 0 }]).collect();
+    let by_row =
+        |i: usize| fast_plan.is_none_or(|p| matches!(p.aggs[i], FastAgg::Pick(..)));
+    let mut values: Vec<Vec<Vec<ArrayRef>>> = spec
+        .aggs
+        .iter()
+        .map(|a| {
+            vec![
+                vec![];
+                if a.input == AggInput::Right {
+                    a.args.len()
+                } else {
+                    0
+                }
+            ]
+        })
+        .collect();
     for piece in piece_values.iter_mut() {
         for (all, parts) in values.iter_mut().zip(std::mem::take(piece)) {
             for (all, part) in all.iter_mut().zip(parts) {
@@ -395,16 +539,38 @@ fn assemble(
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
-    let values_size: usize = agg_values.iter().flatten().map(|a| a.get_array_memory_size()).sum();
+    let values_size: usize = agg_values
+        .iter()
+        .flatten()
+        .map(|a| a.get_array_memory_size())
+        .sum();
     let fast_size: usize = fast.iter().map(FastColumn::memory_size).sum();
     reservation.try_resize(
-        values_size + fast_size + positions * 12 + group_offsets.len() * 4 + batch.get_array_memory_size(),
+        values_size
+            + fast_size
+            + positions * 12
+            + group_offsets.len() * 4
+            + batch.get_array_memory_size(),
     )?;
-    Ok(RightIndex { batch, ts, order, group_offsets, keys, agg_values, fast, _reservation: reservation })
+    Ok(RightIndex {
+        batch,
+        ts,
+        order,
+        group_offsets,
+        keys,
+        agg_values,
+        fast,
+        _reservation: reservation,
+    })
 }
 
 /// The most positions one window can span, when both bounds are constant.
-fn window_rows_bound(spec: &WindowJoinSpec, ts: &[i64], offsets: &[u32], threads: usize) -> Option<usize> {
+fn window_rows_bound(
+    spec: &WindowJoinSpec,
+    ts: &[i64],
+    offsets: &[u32],
+    threads: usize,
+) -> Option<usize> {
     let nanos = unit_nanos(spec.left_unit);
     let lo = constant_offset(&spec.lo, nanos, spec.common_nanos())?;
     let hi = constant_offset(&spec.hi, nanos, spec.common_nanos())?;
@@ -444,21 +610,36 @@ fn layout(pieces: &[Piece]) -> (Vec<Unit>, bool) {
             end < next || (end == next && (w[0].1, w[0].2) < (w[1].1, w[1].2))
         });
     if !chained {
-        let units = pieces.iter().enumerate().map(|(p, piece)| Unit { piece: p, rows: 0..piece.rows }).collect();
+        let units = pieces
+            .iter()
+            .enumerate()
+            .map(|(p, piece)| Unit {
+                piece: p,
+                rows: 0..piece.rows,
+            })
+            .collect();
         return (units, false);
     }
     let mut units: Vec<Unit> = vec![];
     for (_, p, i) in spans {
         let s = &pieces[p].spans[i];
         match units.last_mut() {
-            Some(u) if u.piece == p && u.rows.end == s.start => u.rows.end = s.start + s.rows,
-            _ => units.push(Unit { piece: p, rows: s.start..s.start + s.rows }),
+            Some(u) if u.piece == p && u.rows.end == s.start => {
+                u.rows.end = s.start + s.rows
+            }
+            _ => units.push(Unit {
+                piece: p,
+                rows: s.start..s.start + s.rows,
+            }),
         }
     }
     // Batches without timestamps hold no positions but still have rows.
     for (p, piece) in pieces.iter().enumerate() {
         for s in piece.spans.iter().filter(|s| s.range.is_none()) {
-            units.push(Unit { piece: p, rows: s.start..s.start + s.rows });
+            units.push(Unit {
+                piece: p,
+                rows: s.start..s.start + s.rows,
+            });
         }
     }
     (units, true)

@@ -3,8 +3,8 @@
 use super::bounds::{BoundUnit, Direction, Prevailing, unit_nanos};
 use super::build::RightIndex;
 use super::fast::FastPlan;
-use crate::kernels::KernelSet;
 use super::stream::window_join_stream;
+use crate::kernels::KernelSet;
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef, TimeUnit};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
@@ -15,8 +15,8 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
-    InputDistributionRequirements, PhysicalExpr, PlanProperties, SendableRecordBatchStream,
-    apply_expression_roots,
+    InputDistributionRequirements, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream, apply_expression_roots,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -140,7 +140,12 @@ impl WindowJoinSpec {
         let mut v: Vec<&Arc<dyn PhysicalExpr>> = vec![];
         v.extend(self.left_keys.iter());
         v.extend(self.right_keys.iter());
-        v.extend([&self.left_ts, &self.right_ts, &self.lo.value, &self.hi.value]);
+        v.extend([
+            &self.left_ts,
+            &self.right_ts,
+            &self.lo.value,
+            &self.hi.value,
+        ]);
         v.extend(self.left_filter.iter());
         v.extend(self.right_filter.iter());
         v.extend(self.pair_filter.iter());
@@ -230,11 +235,21 @@ impl WindowJoinExec {
         spec: Arc<WindowJoinSpec>,
         settings: WindowJoinSettings,
     ) -> Result<Self> {
-        let settings = WindowJoinSettings { workers: settings.workers.max(1), ..settings };
-        let fast = if settings.fast_path { FastPlan::try_new(&spec, &right.schema()).map(Arc::new) } else { None };
+        let settings = WindowJoinSettings {
+            workers: settings.workers.max(1),
+            ..settings
+        };
+        let fast = if settings.fast_path {
+            FastPlan::try_new(&spec, &right.schema()).map(Arc::new)
+        } else {
+            None
+        };
         let mut fields: Vec<FieldRef> = left.schema().fields().iter().cloned().collect();
         fields.extend(spec.aggs.iter().map(|a| Arc::clone(&a.field)));
-        let schema = Arc::new(Schema::new_with_metadata(fields, left.schema().metadata().clone()));
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            left.schema().metadata().clone(),
+        ));
         let cache = Arc::new(Self::compute_properties(&left, &schema));
         Ok(Self {
             left,
@@ -280,7 +295,10 @@ impl WindowJoinExec {
         &self.right
     }
 
-    fn compute_properties(left: &Arc<dyn ExecutionPlan>, schema: &SchemaRef) -> PlanProperties {
+    fn compute_properties(
+        left: &Arc<dyn ExecutionPlan>,
+        schema: &SchemaRef,
+    ) -> PlanProperties {
         // Left columns keep their indices, so the left orderings still hold.
         let left_eq = left.equivalence_properties();
         let orderings: Vec<_> = left_eq.oeq_class().iter().cloned().collect();
@@ -289,7 +307,12 @@ impl WindowJoinExec {
             Partitioning::Hash(_, n) => Partitioning::UnknownPartitioning(*n),
             p => p.clone(),
         };
-        PlanProperties::new(eq, partitioning, EmissionType::Incremental, Boundedness::Bounded)
+        PlanProperties::new(
+            eq,
+            partitioning,
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
     }
 
     /// `path=…` as EXPLAIN shows it: `fast, kernels=avx2|scalar` or
@@ -320,11 +343,12 @@ impl DisplayAs for WindowJoinExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(f, "WindowJoinExec: on=[{}]", on.join(", "))?;
-                let filters: Vec<String> = [&s.left_filter, &s.right_filter, &s.pair_filter]
-                    .into_iter()
-                    .flatten()
-                    .map(|e| e.to_string())
-                    .collect();
+                let filters: Vec<String> =
+                    [&s.left_filter, &s.right_filter, &s.pair_filter]
+                        .into_iter()
+                        .flatten()
+                        .map(|e| e.to_string())
+                        .collect();
                 if !filters.is_empty() {
                     write!(f, ", join_filter=[{}]", filters.join(" AND "))?;
                 }
@@ -399,13 +423,24 @@ impl ExecutionPlan for WindowJoinExec {
             Ok(c) => c,
             Err(_) => return internal_err!("WindowJoinExec expects two children"),
         };
-        Ok(Arc::new(Self::try_new(left, right, Arc::clone(&self.spec), self.settings)?))
+        Ok(Arc::new(Self::try_new(
+            left,
+            right,
+            Arc::clone(&self.spec),
+            self.settings,
+        )?))
     }
 
-    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
         let n = self.left.output_partitioning().partition_count();
         if partition >= n {
-            return internal_err!("WindowJoinExec: partition {partition} out of range ({n} partitions)");
+            return internal_err!(
+                "WindowJoinExec: partition {partition} out of range ({n} partitions)"
+            );
         }
         window_join_stream(self, partition, context)
     }

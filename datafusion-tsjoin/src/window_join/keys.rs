@@ -27,11 +27,21 @@ enum KeyKind {
     /// view (length and bytes in one `u128`), whatever their encoding: one
     /// integer hash instead of a byte-string hash, the common case for
     /// symbols and tags.
-    Str { inline: HashMap<u128, u32>, long: HashMap<Box<[u8]>, u32>, null: Option<u32> },
+    Str {
+        inline: HashMap<u128, u32>,
+        long: HashMap<Box<[u8]>, u32>,
+        null: Option<u32>,
+    },
     /// One integer key (widened to i64).
-    Int { map: HashMap<i64, u32>, null: Option<u32> },
+    Int {
+        map: HashMap<i64, u32>,
+        null: Option<u32>,
+    },
     /// Anything else, in arrow's row format.
-    Rows { converter: RowConverter, map: HashMap<Box<[u8]>, u32> },
+    Rows {
+        converter: RowConverter,
+        map: HashMap<Box<[u8]>, u32>,
+    },
 }
 
 /// One string key value as [`KeyKind::Str`] hashes it.
@@ -62,7 +72,10 @@ impl<'a> StrKey<'a> {
 fn is_string(t: &DataType) -> bool {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(_, v) => matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View),
+        DataType::Dictionary(_, v) => matches!(
+            v.as_ref(),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ),
         _ => false,
     }
 }
@@ -70,7 +83,13 @@ fn is_string(t: &DataType) -> bool {
 fn is_int(t: &DataType) -> bool {
     matches!(
         t,
-        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32
+        DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
     )
 }
 
@@ -82,8 +101,16 @@ fn str_key(v: Option<&str>) -> StrKey<'_> {
 /// calls `f` once per dictionary value (and once for NULL) and maps codes.
 fn str_groups<T: Copy, F: FnMut(StrKey) -> T>(array: &ArrayRef, f: &mut F) -> Vec<T> {
     match array.data_type() {
-        DataType::Utf8 => array.as_string::<i32>().iter().map(|v| f(str_key(v))).collect(),
-        DataType::LargeUtf8 => array.as_string::<i64>().iter().map(|v| f(str_key(v))).collect(),
+        DataType::Utf8 => array
+            .as_string::<i32>()
+            .iter()
+            .map(|v| f(str_key(v)))
+            .collect(),
+        DataType::LargeUtf8 => array
+            .as_string::<i64>()
+            .iter()
+            .map(|v| f(str_key(v)))
+            .collect(),
         DataType::Utf8View => {
             // Inline views are used as they are, with the padding masked
             // (the format does not require producers to zero it).
@@ -99,7 +126,15 @@ fn str_groups<T: Copy, F: FnMut(StrKey) -> T>(array: &ArrayRef, f: &mut F) -> Ve
             let views = a.views().iter().enumerate();
             match a.nulls().filter(|n| n.null_count() > 0) {
                 None => views.map(|(i, &view)| f(key(i, view))).collect(),
-                Some(n) => views.map(|(i, &view)| f(if n.is_null(i) { StrKey::Null } else { key(i, view) })).collect(),
+                Some(n) => views
+                    .map(|(i, &view)| {
+                        f(if n.is_null(i) {
+                            StrKey::Null
+                        } else {
+                            key(i, view)
+                        })
+                    })
+                    .collect(),
             }
         }
         DataType::Dictionary(..) => {
@@ -107,7 +142,15 @@ fn str_groups<T: Copy, F: FnMut(StrKey) -> T>(array: &ArrayRef, f: &mut F) -> Ve
             let values = str_groups(dict.values(), f);
             let null = f(StrKey::Null);
             let keys = dict.normalized_keys();
-            (0..array.len()).map(|i| if array.is_null(i) { null } else { values[keys[i]] }).collect()
+            (0..array.len())
+                .map(|i| {
+                    if array.is_null(i) {
+                        null
+                    } else {
+                        values[keys[i]]
+                    }
+                })
+                .collect()
         }
         other => unreachable!("not a string type: {other}"),
     }
@@ -123,14 +166,27 @@ impl KeyIndex {
     /// An empty index for keys of these types.
     pub(crate) fn try_new(types: &[DataType]) -> Result<Self> {
         let kind = match types {
-            [t] if is_string(t) => KeyKind::Str { inline: HashMap::new(), long: HashMap::new(), null: None },
-            [t] if is_int(t) => KeyKind::Int { map: HashMap::new(), null: None },
+            [t] if is_string(t) => KeyKind::Str {
+                inline: HashMap::new(),
+                long: HashMap::new(),
+                null: None,
+            },
+            [t] if is_int(t) => KeyKind::Int {
+                map: HashMap::new(),
+                null: None,
+            },
             _ => KeyKind::Rows {
-                converter: RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?,
+                converter: RowConverter::new(
+                    types.iter().map(|t| SortField::new(t.clone())).collect(),
+                )?,
                 map: HashMap::new(),
             },
         };
-        Ok(Self { kind, types: types.to_vec(), groups: 0 })
+        Ok(Self {
+            kind,
+            types: types.to_vec(),
+            groups: 0,
+        })
     }
 
     /// An empty index for the same key types.
@@ -151,7 +207,9 @@ impl KeyIndex {
             KeyKind::Str { inline, long, null } => {
                 Ok(str_groups(&keys[0], &mut |v| match v {
                     StrKey::Null => *null.get_or_insert_with(|| fresh(groups)),
-                    StrKey::Inline(view) => *inline.entry(view).or_insert_with(|| fresh(groups)),
+                    StrKey::Inline(view) => {
+                        *inline.entry(view).or_insert_with(|| fresh(groups))
+                    }
                     // Borrowed lookup first: no allocation for known keys.
                     StrKey::Long(b) => match long.get(b) {
                         Some(&g) => g,
@@ -176,7 +234,9 @@ impl KeyIndex {
                     .iter()
                     .map(|row| match map.get(row.as_ref()) {
                         Some(&g) => g,
-                        None => *map.entry(row.as_ref().into()).or_insert_with(|| fresh(groups)),
+                        None => *map
+                            .entry(row.as_ref().into())
+                            .or_insert_with(|| fresh(groups)),
                     })
                     .collect())
             }
@@ -186,18 +246,26 @@ impl KeyIndex {
     /// Group id of each row's key, `None` when the right side has no such key.
     pub(crate) fn lookup(&self, keys: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         match &self.kind {
-            KeyKind::Str { inline, long, null } => Ok(str_groups(&keys[0], &mut |v| match v {
-                StrKey::Null => *null,
-                StrKey::Inline(view) => inline.get(&view).copied(),
-                StrKey::Long(b) => long.get(b).copied(),
-            })),
+            KeyKind::Str { inline, long, null } => {
+                Ok(str_groups(&keys[0], &mut |v| match v {
+                    StrKey::Null => *null,
+                    StrKey::Inline(view) => inline.get(&view).copied(),
+                    StrKey::Long(b) => long.get(b).copied(),
+                }))
+            }
             KeyKind::Int { map, null } => {
                 let ints = cast(&keys[0], &DataType::Int64)?;
-                Ok(ints.as_primitive::<Int64Type>().iter().map(|v| v.map_or(*null, |v| map.get(&v).copied())).collect())
+                Ok(ints
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .map(|v| v.map_or(*null, |v| map.get(&v).copied()))
+                    .collect())
             }
             KeyKind::Rows { converter, map } => {
                 let rows = converter.convert_columns(keys)?;
-                Ok((0..rows.num_rows()).map(|i| map.get(rows.row(i).as_ref()).copied()).collect())
+                Ok((0..rows.num_rows())
+                    .map(|i| map.get(rows.row(i).as_ref()).copied())
+                    .collect())
             }
         }
     }

@@ -2,7 +2,9 @@
 
 use super::bounds::{BoundUnit, Direction, Prevailing, WindowBound};
 use datafusion::common::{DFSchema, DFSchemaRef, Result, internal_err};
-use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNodeCore};
+use datafusion::logical_expr::{
+    Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNodeCore,
+};
 use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
@@ -62,7 +64,11 @@ impl WindowJoinNode {
         agg_names: Vec<String>,
     ) -> Result<Self> {
         if aggs.len() != agg_names.len() {
-            return internal_err!("WindowJoinNode: {} aggregates but {} names", aggs.len(), agg_names.len());
+            return internal_err!(
+                "WindowJoinNode: {} aggregates but {} names",
+                aggs.len(),
+                agg_names.len()
+            );
         }
         let joined = left.schema().join(right.schema())?;
         let mut fields: Vec<_> = left
@@ -75,7 +81,8 @@ impl WindowJoinNode {
             let field = field.as_ref().clone().with_name(name).with_nullable(true);
             fields.push((None, Arc::new(field)));
         }
-        let schema = DFSchema::new_with_metadata(fields, left.schema().metadata().clone())?;
+        let schema =
+            DFSchema::new_with_metadata(fields, left.schema().metadata().clone())?;
         Ok(Self {
             left,
             right,
@@ -108,19 +115,33 @@ impl WindowJoinNode {
         let k = n_keys;
         let expected = 2 * k + 4 + agg_names.len() + usize::from(has_filter);
         if inputs.len() != 2 || exprs.len() != expected {
-            return internal_err!("WindowJoinNode: wrong number of inputs or expressions");
+            return internal_err!(
+                "WindowJoinNode: wrong number of inputs or expressions"
+            );
         }
         let filter = if has_filter { exprs.pop() } else { None };
         // Type coercion wraps an aggregate whose display name it changes
         // (`sum(p.price + Int64(1))` → `sum(p.price + Float64(1))`) in an
         // alias to the old name; the node names its outputs itself.
-        let aggs = exprs.split_off(2 * k + 4).into_iter().map(Expr::unalias).collect();
+        let aggs = exprs
+            .split_off(2 * k + 4)
+            .into_iter()
+            .map(Expr::unalias)
+            .collect();
         let mut it = exprs.into_iter();
         let lefts: Vec<Expr> = it.by_ref().take(k).collect();
         let rights: Vec<Expr> = it.by_ref().take(k).collect();
         let (left_ts, right_ts) = (it.next().unwrap(), it.next().unwrap());
-        let lo = WindowBound { value: it.next().unwrap(), unit: lo.0, direction: lo.1 };
-        let hi = WindowBound { value: it.next().unwrap(), unit: hi.0, direction: hi.1 };
+        let lo = WindowBound {
+            value: it.next().unwrap(),
+            unit: lo.0,
+            direction: lo.1,
+        };
+        let hi = WindowBound {
+            value: it.next().unwrap(),
+            unit: hi.0,
+            direction: hi.1,
+        };
         let right = inputs.pop().unwrap();
         let left = inputs.pop().unwrap();
         Self::try_new(
@@ -145,7 +166,10 @@ impl WindowJoinNode {
 
     /// Same node over a new left input (the schema is rebuilt).
     pub fn with_left(&self, left: LogicalPlan) -> Result<Self> {
-        self.with_exprs_and_inputs(self.expressions(), vec![left, self.right.as_ref().clone()])
+        self.with_exprs_and_inputs(
+            self.expressions(),
+            vec![left, self.right.as_ref().clone()],
+        )
     }
 }
 
@@ -165,7 +189,9 @@ impl PartialOrd for WindowJoinNode {
                 n.agg_names.clone(),
             )
         };
-        key(self).partial_cmp(&key(other)).filter(|o| *o != Ordering::Equal || self == other)
+        key(self)
+            .partial_cmp(&key(other))
+            .filter(|o| *o != Ordering::Equal || self == other)
     }
 }
 
@@ -200,7 +226,8 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
     fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "WindowJoin: ")?;
         if !self.on.is_empty() {
-            let on: Vec<String> = self.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
+            let on: Vec<String> =
+                self.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
             write!(f, "on=[{}], ", on.join(", "))?;
         }
         if let Some(filter) = &self.filter {
@@ -224,7 +251,11 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
         )
     }
 
-    fn with_exprs_and_inputs(&self, exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> Result<Self> {
+    fn with_exprs_and_inputs(
+        &self,
+        exprs: Vec<Expr>,
+        inputs: Vec<LogicalPlan>,
+    ) -> Result<Self> {
         Self::try_from_exprs(
             inputs,
             exprs,
@@ -239,9 +270,16 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
 
     /// Column pruning: the left columns the parent needs; the optimizer adds
     /// the columns this node's own expressions read, on both sides.
-    fn necessary_children_exprs(&self, output_columns: &[usize]) -> Option<Vec<Vec<usize>>> {
+    fn necessary_children_exprs(
+        &self,
+        output_columns: &[usize],
+    ) -> Option<Vec<Vec<usize>>> {
         let left_len = self.left.schema().fields().len();
-        let left: Vec<usize> = output_columns.iter().copied().filter(|&i| i < left_len).collect();
+        let left: Vec<usize> = output_columns
+            .iter()
+            .copied()
+            .filter(|&i| i < left_len)
+            .collect();
         Some(vec![left, vec![]])
     }
 

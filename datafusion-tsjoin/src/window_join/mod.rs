@@ -25,11 +25,16 @@ mod probe;
 mod pushdown;
 mod stream;
 
-pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound, timestamp_unit, unit_nanos};
-pub use exec::{DEFAULT_MIN_MAX_TABLE_MIN, DEFAULT_SUM_PREFIX_MIN, AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
+pub(crate) use bounds::constant_i64;
+pub use bounds::{
+    BoundUnit, Direction, Prevailing, WindowBound, timestamp_unit, unit_nanos,
+};
+pub use exec::{
+    AggInput, DEFAULT_MIN_MAX_TABLE_MIN, DEFAULT_SUM_PREFIX_MIN, PhysicalBound,
+    WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec,
+};
 pub use fast::FastPlan;
 pub use logical::WindowJoinNode;
+pub(crate) use planner::{Side, side_of};
 pub use planner::{TsJoinQueryPlanner, WindowJoinPlanner};
 pub use pushdown::PushDownWindowJoinFilter;
-pub(crate) use planner::{Side, side_of};
-pub(crate) use bounds::constant_i64;

@@ -16,7 +16,11 @@ pub(crate) const MIN_PARALLEL: usize = 1 << 15;
 /// inner boundary a multiple of `align`: `[0, …, n]` (one range when `n`
 /// is small).
 pub(crate) fn cuts(n: usize, threads: usize, align: usize) -> Vec<usize> {
-    let k = if n < MIN_PARALLEL { 1 } else { threads.clamp(1, n / (MIN_PARALLEL / 2)) };
+    let k = if n < MIN_PARALLEL {
+        1
+    } else {
+        threads.clamp(1, n / (MIN_PARALLEL / 2))
+    };
     let mut out = vec![0];
     for i in 1..k {
         let c = (n * i / k) / align * align;
@@ -32,20 +36,34 @@ pub(crate) fn cuts(n: usize, threads: usize, align: usize) -> Vec<usize> {
 
 /// `f(i, range)` for each range between consecutive `cuts`, in parallel;
 /// results in range order.
-pub(crate) fn par_ranges<R: Send>(cuts: &[usize], f: impl Fn(usize, Range<usize>) -> R + Sync) -> Vec<R> {
-    par_each(cuts.windows(2).enumerate().collect(), |(i, w)| f(i, w[0]..w[1]))
+pub(crate) fn par_ranges<R: Send>(
+    cuts: &[usize],
+    f: impl Fn(usize, Range<usize>) -> R + Sync,
+) -> Vec<R> {
+    par_each(cuts.windows(2).enumerate().collect(), |(i, w)| {
+        f(i, w[0]..w[1])
+    })
 }
 
 /// `f(item)` for each work item, one thread each (on the calling thread
 /// when there is one item); results in order.
-pub(crate) fn par_each<W: Send, R: Send>(work: Vec<W>, f: impl Fn(W) -> R + Sync) -> Vec<R> {
+pub(crate) fn par_each<W: Send, R: Send>(
+    work: Vec<W>,
+    f: impl Fn(W) -> R + Sync,
+) -> Vec<R> {
     if work.len() <= 1 {
         return work.into_iter().map(f).collect();
     }
     let f = &f;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = work.into_iter().map(|w| scope.spawn(move || f(w))).collect();
-        handles.into_iter().map(|h| h.join().expect("build thread panicked")).collect()
+        let handles: Vec<_> = work
+            .into_iter()
+            .map(|w| scope.spawn(move || f(w)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("build thread panicked"))
+            .collect()
     })
 }
 
@@ -63,23 +81,40 @@ pub(crate) fn split_at_cuts<'a, T>(out: &'a mut [T], cuts: &[usize]) -> Vec<&'a 
 
 /// Splits `out` (`cuts` over its indexes) and runs `f(i, range, chunk)` on
 /// each range's chunk in parallel.
-pub(crate) fn par_fill<T: Send>(out: &mut [T], cuts: &[usize], f: impl Fn(usize, Range<usize>, &mut [T]) + Sync) {
+pub(crate) fn par_fill<T: Send>(
+    out: &mut [T],
+    cuts: &[usize],
+    f: impl Fn(usize, Range<usize>, &mut [T]) + Sync,
+) {
     debug_assert_eq!(cuts.last().copied().unwrap_or(0), out.len());
-    let work: Vec<_> = split_at_cuts(out, cuts).into_iter().zip(cuts.windows(2)).enumerate().collect();
+    let work: Vec<_> = split_at_cuts(out, cuts)
+        .into_iter()
+        .zip(cuts.windows(2))
+        .enumerate()
+        .collect();
     par_each(work, |(i, (chunk, w))| f(i, w[0]..w[1], chunk));
 }
 
 /// `f` over `items` on up to `threads` scoped threads, results in order.
-pub(crate) fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub(crate) fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     if threads <= 1 || items.len() <= 1 {
         return items.iter().map(f).collect();
     }
     let per = items.len().div_ceil(threads).max(1);
     let f = &f;
     std::thread::scope(|scope| {
-        let handles: Vec<_> =
-            items.chunks(per).map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<_>>())).collect();
-        handles.into_iter().flat_map(|h| h.join().expect("build thread panicked")).collect()
+        let handles: Vec<_> = items
+            .chunks(per)
+            .map(|chunk| scope.spawn(move || chunk.iter().map(f).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("build thread panicked"))
+            .collect()
     })
 }
 
@@ -96,7 +131,9 @@ pub(crate) fn for_group_ranges<A: Send, B: Send>(
     let mut cuts = vec![0usize];
     for k in 1..threads {
         let target = (total * k / threads) as u32;
-        let g = offsets.partition_point(|&o| o < target).min(offsets.len() - 1);
+        let g = offsets
+            .partition_point(|&o| o < target)
+            .min(offsets.len() - 1);
         if g > *cuts.last().expect("non-empty") {
             cuts.push(g);
         }
@@ -128,7 +165,11 @@ mod tests {
     fn cuts_cover_the_range_aligned() {
         assert_eq!(cuts(0, 8, 1), vec![0]);
         assert_eq!(cuts(100, 8, 1), vec![0, 100]);
-        for (n, threads, align) in [(1 << 20, 16, 64), (1 << 20, 3, 32), (MIN_PARALLEL * 3 + 5, 16, 1)] {
+        for (n, threads, align) in [
+            (1 << 20, 16, 64),
+            (1 << 20, 3, 32),
+            (MIN_PARALLEL * 3 + 5, 16, 1),
+        ] {
             let c = cuts(n, threads, align);
             assert_eq!((c[0], *c.last().unwrap()), (0, n));
             assert!(c.len() - 1 <= threads && c.len() > 2);
@@ -148,7 +189,10 @@ mod tests {
                 *x = p * 10 + i;
             }
         });
-        let sums = par_ranges(&c, |i, r| r.map(|p| out[p] / 10 + (out[p] % 10 == i) as usize).sum::<usize>());
+        let sums = par_ranges(&c, |i, r| {
+            r.map(|p| out[p] / 10 + (out[p] % 10 == i) as usize)
+                .sum::<usize>()
+        });
         assert_eq!(sums.iter().sum::<usize>(), (0..n).sum::<usize>() + n);
     }
 }

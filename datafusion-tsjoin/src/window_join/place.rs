@@ -39,7 +39,12 @@ impl<'a> Placement<'a> {
     /// Counts the rows of each group per share (in parallel). Shares are
     /// up to `threads` runs of units with about equal rows, or one when
     /// shares × groups would not be small next to the rows.
-    pub fn new(pieces: &'a [Piece], units: &'a [Unit], n_groups: usize, threads: usize) -> Self {
+    pub fn new(
+        pieces: &'a [Piece],
+        units: &'a [Unit],
+        n_groups: usize,
+        threads: usize,
+    ) -> Self {
         let rows: usize = pieces.iter().map(|p| p.rows).sum();
         let mut shares = share_units(units, threads, rows);
         if shares.len() * n_groups > rows {
@@ -74,7 +79,14 @@ impl<'a> Placement<'a> {
                 base - p.rows
             })
             .collect();
-        Placement { pieces, units, shares, counts, offsets, bases }
+        Placement {
+            pieces,
+            units,
+            shares,
+            counts,
+            offsets,
+            bases,
+        }
     }
 
     /// Number of positions (rows with a timestamp).
@@ -86,7 +98,11 @@ impl<'a> Placement<'a> {
     /// per group, in group order.
     fn runs<'b, T>(&self, out: &'b mut [T]) -> Vec<Vec<&'b mut [T]>> {
         let n_groups = self.offsets.len() - 1;
-        let mut runs: Vec<Vec<&mut [T]>> = self.shares.iter().map(|_| Vec::with_capacity(n_groups)).collect();
+        let mut runs: Vec<Vec<&mut [T]>> = self
+            .shares
+            .iter()
+            .map(|_| Vec::with_capacity(n_groups))
+            .collect();
         let mut rest = out;
         for g in 0..n_groups {
             for (k, c) in self.counts.iter().enumerate() {
@@ -106,7 +122,11 @@ impl<'a> Placement<'a> {
         f: impl Fn(usize, &[Unit], &mut [&mut [T]]) -> Result<R> + Sync,
     ) -> Result<Vec<R>> {
         let work: Vec<_> = self.shares.iter().zip(self.runs(out)).collect();
-        par_each(work, |(share, mut runs)| f(share.start, &self.units[share.clone()], &mut runs)).into_iter().collect()
+        par_each(work, |(share, mut runs)| {
+            f(share.start, &self.units[share.clone()], &mut runs)
+        })
+        .into_iter()
+        .collect()
     }
 
     /// The global row number and the timestamp at every position, and each
@@ -119,7 +139,11 @@ impl<'a> Placement<'a> {
         let mut order = vec![0u32; if with_order { positions } else { 0 }];
         let mut ts = vec![0i64; positions];
         let ts_runs = self.runs(&mut ts);
-        let order_runs = if with_order { self.runs(&mut order) } else { self.shares.iter().map(|_| vec![]).collect() };
+        let order_runs = if with_order {
+            self.runs(&mut order)
+        } else {
+            self.shares.iter().map(|_| vec![]).collect()
+        };
         let work: Vec<_> = self.shares.iter().zip(order_runs).zip(ts_runs).collect();
         let slots = par_each(work, |((share, mut order), mut ts)| {
             let mut filled = vec![0u32; ts.len()];
@@ -167,11 +191,14 @@ impl<'a> Placement<'a> {
                 let v = cast(part, &T::DATA_TYPE)?;
                 let v = v.as_primitive::<T>();
                 let nulls = v.nulls().filter(|n| n.null_count() > 0);
-                for (i, ((&g, &k), &x)) in gids.iter().zip(slot).zip(v.values().iter()).enumerate() {
+                for (i, ((&g, &k), &x)) in
+                    gids.iter().zip(slot).zip(v.values().iter()).enumerate()
+                {
                     if g != NO_GROUP {
                         // NULL slots hold 0 whatever the buffer has there.
                         let null = nulls.is_some_and(|n| n.is_null(i));
-                        runs[g as usize][k as usize] = if null { T::Native::default() } else { x };
+                        runs[g as usize][k as usize] =
+                            if null { T::Native::default() } else { x };
                     }
                 }
                 Ok(())
@@ -182,8 +209,16 @@ impl<'a> Placement<'a> {
 
     /// NULL flags by position of any arrays (`None` without NULLs), laid
     /// out as [`Self::column`] says.
-    pub fn flags(&self, parts: &[&[ArrayRef]], slots: &[Vec<u32>]) -> Result<Option<Vec<bool>>> {
-        if !parts.iter().flat_map(|p| p.iter()).any(|a| a.logical_null_count() > 0) {
+    pub fn flags(
+        &self,
+        parts: &[&[ArrayRef]],
+        slots: &[Vec<u32>],
+    ) -> Result<Option<Vec<bool>>> {
+        if !parts
+            .iter()
+            .flat_map(|p| p.iter())
+            .any(|a| a.logical_null_count() > 0)
+        {
             return Ok(None);
         }
         let mut flags = vec![false; self.positions()];
@@ -223,7 +258,11 @@ impl<'a> Placement<'a> {
                 }
                 debug_assert_eq!(part.len(), s.rows);
                 let at = s.start - u.rows.start;
-                f(&piece.gid[s.start..s.start + s.rows], &slots[first + j][at..at + s.rows], part)?;
+                f(
+                    &piece.gid[s.start..s.start + s.rows],
+                    &slots[first + j][at..at + s.rows],
+                    part,
+                )?;
             }
         }
         Ok(())
@@ -260,8 +299,10 @@ pub(crate) fn gather_column<T: ArrowPrimitiveType>(
     let (row_cuts, part_cuts) = part_cuts(parts, threads);
     let rows = *row_cuts.last().expect("non-empty");
     let mut values = vec![T::Native::default(); rows];
-    let work: Vec<_> =
-        split_at_cuts(&mut values, &row_cuts).into_iter().zip(part_cuts.windows(2).map(|w| &parts[w[0]..w[1]])).collect();
+    let work: Vec<_> = split_at_cuts(&mut values, &row_cuts)
+        .into_iter()
+        .zip(part_cuts.windows(2).map(|w| &parts[w[0]..w[1]]))
+        .collect();
     par_each(work, |(out, parts)| {
         let mut at = 0;
         for part in parts {
@@ -286,7 +327,11 @@ pub(crate) fn gather_column<T: ArrowPrimitiveType>(
 
 /// NULL flags by position of any arrays (`None` without NULLs), rows
 /// numbered across `parts`, gathered through `order`.
-pub(crate) fn gather_flags(parts: &[ArrayRef], order: &[u32], threads: usize) -> Option<Vec<bool>> {
+pub(crate) fn gather_flags(
+    parts: &[ArrayRef],
+    order: &[u32],
+    threads: usize,
+) -> Option<Vec<bool>> {
     let rows: usize = parts.iter().map(|p| p.len()).sum();
     let mut flags: Option<Vec<bool>> = None;
     let mut at = 0;
@@ -323,7 +368,11 @@ fn part_cuts(parts: &[ArrayRef], threads: usize) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// `by_row[order[p]]` for every position `p`, in parallel over positions.
-fn gather<T: Copy + Default + Send + Sync>(by_row: &[T], order: &[u32], threads: usize) -> Vec<T> {
+fn gather<T: Copy + Default + Send + Sync>(
+    by_row: &[T],
+    order: &[u32],
+    threads: usize,
+) -> Vec<T> {
     let mut out = vec![T::default(); order.len()];
     par_fill(&mut out, &cuts(order.len(), threads, 1), |_, r, chunk| {
         for (o, &row) in chunk.iter_mut().zip(&order[r]) {

@@ -1,23 +1,29 @@
 //! Physical planning of [`WindowJoinNode`] into [`WindowJoinExec`].
 
 use super::bounds::timestamp_unit;
-use super::exec::{AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
+use super::exec::{
+    AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec,
+    WindowJoinSettings, WindowJoinSpec,
+};
 use super::logical::WindowJoinNode;
 use crate::config::TsJoinOptions;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, Result, not_impl_err, plan_err};
 use datafusion::execution::context::QueryPlanner;
 use datafusion::logical_expr::expr::AggregateFunction;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
-use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNode};
+use datafusion::logical_expr::{
+    Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNode,
+};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 #[allow(deprecated)]
 use datafusion::physical_planner::{
-    DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner, create_aggregate_expr_and_maybe_filter,
+    DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner,
+    create_aggregate_expr_and_maybe_filter,
 };
-use datafusion::catalog::Session;
-use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use std::sync::Arc;
 
 /// Plans [`WindowJoinNode`]s; install it with [`TsJoinQueryPlanner`].
@@ -72,16 +78,34 @@ impl ExtensionPlanner for WindowJoinPlanner {
         let (lschema, rschema) = (logical_inputs[0].schema(), logical_inputs[1].schema());
         let joined = lschema.join(rschema)?;
         let pair_physical: Schema = joined.as_arrow().clone();
-        let phys = |e: &Expr, s: &DFSchema| planner.create_physical_expr(e, s, session, planning_ctx);
+        let phys = |e: &Expr, s: &DFSchema| {
+            planner.create_physical_expr(e, s, session, planning_ctx)
+        };
 
-        let left_keys = node.on.iter().map(|(l, _)| phys(l, lschema)).collect::<Result<Vec<_>>>()?;
-        let right_keys = node.on.iter().map(|(_, r)| phys(r, rschema)).collect::<Result<Vec<_>>>()?;
+        let left_keys = node
+            .on
+            .iter()
+            .map(|(l, _)| phys(l, lschema))
+            .collect::<Result<Vec<_>>>()?;
+        let right_keys = node
+            .on
+            .iter()
+            .map(|(_, r)| phys(r, rschema))
+            .collect::<Result<Vec<_>>>()?;
         let left_ts = phys(&node.left_ts, lschema)?;
         let right_ts = phys(&node.right_ts, rschema)?;
-        let left_unit = timestamp_unit(&node.left_ts.to_string(), &node.left_ts.get_type(lschema)?)?;
-        let right_unit = timestamp_unit(&node.right_ts.to_string(), &node.right_ts.get_type(rschema)?)?;
+        let left_unit =
+            timestamp_unit(&node.left_ts.to_string(), &node.left_ts.get_type(lschema)?)?;
+        let right_unit = timestamp_unit(
+            &node.right_ts.to_string(),
+            &node.right_ts.get_type(rschema)?,
+        )?;
         let bound = |b: &super::bounds::WindowBound| -> Result<PhysicalBound> {
-            Ok(PhysicalBound { value: phys(&b.value, lschema)?, unit: b.unit, direction: b.direction })
+            Ok(PhysicalBound {
+                value: phys(&b.value, lschema)?,
+                unit: b.unit,
+                direction: b.direction,
+            })
         };
 
         let (mut lf, mut rf, mut pf) = (vec![], vec![], vec![]);
@@ -115,12 +139,20 @@ impl ExtensionPlanner for WindowJoinPlanner {
                 AggInput::Pair => (&joined, pair_physical.clone()),
             };
             let name = func.name().to_ascii_lowercase();
-            let simple = !params.distinct && params.filter.is_none() && params.order_by.is_empty();
+            let simple =
+                !params.distinct && params.filter.is_none() && params.order_by.is_empty();
             let kind_and_args = match name.as_str() {
-                "count" if simple && params.args.iter().all(|a| matches!(a, Expr::Literal(v, _) if !v.is_null())) => {
+                "count"
+                    if simple
+                        && params.args.iter().all(
+                            |a| matches!(a, Expr::Literal(v, _) if !v.is_null()),
+                        ) =>
+                {
                     Some((WindowAggKind::CountStar, vec![]))
                 }
-                "first" | "last" | "first_not_null" | "last_not_null" if simple && params.args.len() == 1 => {
+                "first" | "last" | "first_not_null" | "last_not_null"
+                    if simple && params.args.len() == 1 =>
+                {
                     let kind = match name.as_str() {
                         "first" => WindowAggKind::First,
                         "last" => WindowAggKind::Last,
@@ -132,9 +164,16 @@ impl ExtensionPlanner for WindowJoinPlanner {
                 "min" | "max"
                     if simple
                         && params.args.len() == 1
-                        && matches!(params.args[0].get_type(ls)?, DataType::Float32 | DataType::Float64) =>
+                        && matches!(
+                            params.args[0].get_type(ls)?,
+                            DataType::Float32 | DataType::Float64
+                        ) =>
                 {
-                    let kind = if name == "min" { WindowAggKind::MinFloat } else { WindowAggKind::MaxFloat };
+                    let kind = if name == "min" {
+                        WindowAggKind::MinFloat
+                    } else {
+                        WindowAggKind::MaxFloat
+                    };
                     Some((kind, vec![phys(&params.args[0], ls)?]))
                 }
                 _ => None,
@@ -143,18 +182,29 @@ impl ExtensionPlanner for WindowJoinPlanner {
                 Some(k) => k,
                 None => {
                     #[allow(deprecated)]
-                    let (expr, filter, order) = create_aggregate_expr_and_maybe_filter(agg, ls, &ps, props)?;
+                    let (expr, filter, order) =
+                        create_aggregate_expr_and_maybe_filter(agg, ls, &ps, props)?;
                     if filter.is_some() {
-                        return not_impl_err!("FILTER (WHERE ...) on a WINDOW JOIN aggregate is not supported: {agg}");
+                        return not_impl_err!(
+                            "FILTER (WHERE ...) on a WINDOW JOIN aggregate is not supported: {agg}"
+                        );
                     }
                     if !order.is_empty() {
-                        return not_impl_err!("ORDER BY inside a WINDOW JOIN aggregate is not supported: {agg}; windows aggregate in timestamp order");
+                        return not_impl_err!(
+                            "ORDER BY inside a WINDOW JOIN aggregate is not supported: {agg}; windows aggregate in timestamp order"
+                        );
                     }
                     let args = expr.expressions();
                     (WindowAggKind::Accumulate(expr), args)
                 }
             };
-            aggs.push(WindowAgg { kind, input, args, field, display: agg.to_string() });
+            aggs.push(WindowAgg {
+                kind,
+                input,
+                args,
+                field,
+                display: agg.to_string(),
+            });
         }
 
         let spec = WindowJoinSpec {
@@ -173,9 +223,17 @@ impl ExtensionPlanner for WindowJoinPlanner {
             aggs,
         };
         let options = session.config_options();
-        let ts = options.extensions.get::<TsJoinOptions>().cloned().unwrap_or_default();
+        let ts = options
+            .extensions
+            .get::<TsJoinOptions>()
+            .cloned()
+            .unwrap_or_default();
         let settings = WindowJoinSettings {
-            workers: if ts.window_join_workers > 0 { ts.window_join_workers } else { options.execution.target_partitions },
+            workers: if ts.window_join_workers > 0 {
+                ts.window_join_workers
+            } else {
+                options.execution.target_partitions
+            },
             fast_path: ts.window_join_fast_path,
             simd: ts.window_join_simd,
             sum_prefix_min: ts.window_join_sum_prefix_min,
@@ -202,7 +260,9 @@ impl QueryPlanner for TsJoinQueryPlanner {
         logical_plan: &LogicalPlan,
         session: &dyn Session,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let planner = DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(WindowJoinPlanner)]);
+        let planner = DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(
+            WindowJoinPlanner,
+        )]);
         planner.create_physical_plan(logical_plan, session).await
     }
 }

@@ -5,7 +5,9 @@
 use super::bounds::{BoundUnit, Prevailing, bound_to_ticks};
 use super::build::{RightIndex, eval_ticks};
 use super::exec::{PhysicalBound, WindowJoinSpec};
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array,
+};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::common::{HashMap, Result, exec_err};
@@ -95,13 +97,20 @@ pub(crate) fn bound_offsets(
 /// The offset of a constant bound in common ticks, as [`bound_offsets`]
 /// gives it for every row; `None` for a NULL literal or a bound that is not
 /// a literal.
-pub(crate) fn constant_offset(bound: &PhysicalBound, left_nanos: i64, common_nanos: i64) -> Option<i64> {
+pub(crate) fn constant_offset(
+    bound: &PhysicalBound,
+    left_nanos: i64,
+    common_nanos: i64,
+) -> Option<i64> {
     let literal = bound.value.downcast_ref::<Literal>()?;
     let v = match literal.value().cast_to(&DataType::Int64).ok()? {
         datafusion::common::ScalarValue::Int64(v) => v?,
         _ => return None,
     };
-    Some(bound_to_ticks(v.max(0), bound.unit, left_nanos, common_nanos)? * bound.direction.sign())
+    Some(
+        bound_to_ticks(v.max(0), bound.unit, left_nanos, common_nanos)?
+            * bound.direction.sign(),
+    )
 }
 
 /// Rows between the window starts [`longest_window`] measures at.
@@ -117,18 +126,27 @@ pub(crate) const WINDOW_SAMPLE: usize = 32;
 /// window. Sampling keeps the pass at a few searches per block instead of
 /// a mispredicted branch per row. Groups are split over `threads` runs of
 /// about equal rows.
-pub(crate) fn longest_window(ts: &[i64], offsets: &[u32], width: i64, threads: usize) -> usize {
+pub(crate) fn longest_window(
+    ts: &[i64],
+    offsets: &[u32],
+    width: i64,
+    threads: usize,
+) -> usize {
     let total = *offsets.last().expect("offsets are never empty");
     let mut cuts = vec![0usize];
     for k in 1..threads.max(1) {
-        let g = offsets.partition_point(|&o| (o as u64) < total as u64 * k as u64 / threads as u64);
+        let g = offsets
+            .partition_point(|&o| (o as u64) < total as u64 * k as u64 / threads as u64);
         if g > *cuts.last().expect("non-empty") && g < offsets.len() - 1 {
             cuts.push(g);
         }
     }
     cuts.push(offsets.len() - 1);
     let runs: Vec<&[u32]> = cuts.windows(2).map(|c| &offsets[c[0]..=c[1]]).collect();
-    super::par::par_each(runs, |o| longest_window_serial(ts, o, width)).into_iter().max().unwrap_or(0)
+    super::par::par_each(runs, |o| longest_window_serial(ts, o, width))
+        .into_iter()
+        .max()
+        .unwrap_or(0)
 }
 
 fn longest_window_serial(ts: &[i64], offsets: &[u32], width: i64) -> usize {
@@ -152,7 +170,11 @@ fn longest_window_serial(ts: &[i64], offsets: &[u32], width: i64) -> usize {
 /// Computes every left row's window. Under INCLUDE PREVAILING without a pair
 /// filter the prevailing row is folded in (`start` moves back by one), so
 /// each window is one contiguous run of positions.
-pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Result<Vec<RowWindow>> {
+pub(crate) fn row_windows(
+    spec: &WindowJoinSpec,
+    index: &RightIndex,
+    left: &RecordBatch,
+) -> Result<Vec<RowWindow>> {
     let n = left.num_rows();
     let ts = eval_ticks(&spec.left_ts, left, spec.left_factor())?;
     let left_nanos = super::bounds::unit_nanos(spec.left_unit);
@@ -166,7 +188,8 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
         Some(f) => Some(f.evaluate(left)?.into_array(n)?.as_boolean().clone()),
         None => None,
     };
-    let fold_prevailing = spec.prevailing == Prevailing::Include && spec.pair_filter.is_none();
+    let fold_prevailing =
+        spec.prevailing == Prevailing::Include && spec.pair_filter.is_none();
     // Per key, where the previous row's window was: left rows usually come
     // in time order, so the next window is found by galloping forward from
     // there instead of a binary search over the whole key. A flat table when
@@ -176,7 +199,9 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
     let mut out = vec![RowWindow::default(); n];
     for (i, w) in out.iter_mut().enumerate() {
         let passes = mask.as_ref().is_none_or(|m| m.is_valid(i) && m.value(i));
-        let (Some(g), Some(lo), Some(hi), true, true) = (groups[i], lo[i], hi[i], ts.is_valid(i), passes) else {
+        let (Some(g), Some(lo), Some(hi), true, true) =
+            (groups[i], lo[i], hi[i], ts.is_valid(i), passes)
+        else {
             continue;
         };
         let t = ts.value(i);
@@ -193,10 +218,18 @@ pub(crate) fn row_windows(spec: &WindowJoinSpec, index: &RightIndex, left: &Reco
                 gallop(slice, c.start as usize - g0, |x| x < start_ts),
                 gallop(slice, c.end as usize - g0, |x| x <= end_ts),
             ),
-            _ => (slice.partition_point(|&x| x < start_ts), slice.partition_point(|&x| x <= end_ts)),
+            _ => (
+                slice.partition_point(|&x| x < start_ts),
+                slice.partition_point(|&x| x <= end_ts),
+            ),
         };
         let (s, e) = (g0 + s, g0 + e);
-        *cursor = Some(Cursor { start_ts, end_ts, start: s as u32, end: e as u32 });
+        *cursor = Some(Cursor {
+            start_ts,
+            end_ts,
+            start: s as u32,
+            end: e as u32,
+        });
         let mut start = s;
         if fold_prevailing && s > g0 && !(s < g1 && index.ts[s] == start_ts) {
             start = s - 1;
@@ -230,7 +263,11 @@ enum Cursors {
 impl Cursors {
     /// Flat when there are at most four groups per left row (or 64K).
     fn new(groups: usize, rows: usize) -> Self {
-        if groups <= (4 * rows).max(1 << 16) { Cursors::Flat(vec![None; groups]) } else { Cursors::Map(HashMap::new()) }
+        if groups <= (4 * rows).max(1 << 16) {
+            Cursors::Flat(vec![None; groups])
+        } else {
+            Cursors::Map(HashMap::new())
+        }
     }
 
     #[inline]
@@ -277,7 +314,11 @@ fn gallop_far(slice: &[i64], from: usize, pred: impl Fn(i64) -> bool) -> usize {
 /// `slice.partition_point(pred)` searched outwards from `guess`
 /// (exponential steps, then a binary search inside the last step): costs
 /// `O(log d)` for an answer `d` away from the guess.
-pub(crate) fn search_near(slice: &[i64], guess: usize, pred: impl Fn(i64) -> bool) -> usize {
+pub(crate) fn search_near(
+    slice: &[i64],
+    guess: usize,
+    pred: impl Fn(i64) -> bool,
+) -> usize {
     let guess = guess.min(slice.len());
     if guess < slice.len() && pred(slice[guess]) {
         return gallop(slice, guess + 1, pred);
@@ -319,11 +360,16 @@ pub(crate) fn interpolate(slice: &[i64], t: i64) -> usize {
 /// contiguous run of positions.
 pub(crate) fn contiguous_lists(index: &RightIndex, windows: &[RowWindow]) -> WindowLists {
     let total: usize = windows.iter().filter(|w| w.active).map(|w| w.len()).sum();
-    let mut lists = WindowLists { offsets: Vec::with_capacity(windows.len() + 1), rows: Vec::with_capacity(total) };
+    let mut lists = WindowLists {
+        offsets: Vec::with_capacity(windows.len() + 1),
+        rows: Vec::with_capacity(total),
+    };
     lists.offsets.push(0);
     for w in windows {
         if w.active {
-            lists.rows.extend_from_slice(&index.order[w.start as usize..w.end as usize]);
+            lists
+                .rows
+                .extend_from_slice(&index.order[w.start as usize..w.end as usize]);
         }
         lists.offsets.push(lists.rows.len() as u32);
     }
@@ -349,10 +395,16 @@ pub(crate) fn pair_batch(
 }
 
 /// Evaluates a boolean filter; NULL counts as false.
-fn eval_mask(filter: &Arc<dyn datafusion::physical_plan::PhysicalExpr>, batch: &RecordBatch) -> Result<BooleanArray> {
+fn eval_mask(
+    filter: &Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+    batch: &RecordBatch,
+) -> Result<BooleanArray> {
     let m = filter.evaluate(batch)?.into_array(batch.num_rows())?;
     let Some(m) = m.as_boolean_opt() else {
-        return exec_err!("WINDOW JOIN ON condition must be boolean, got {}", m.data_type());
+        return exec_err!(
+            "WINDOW JOIN ON condition must be boolean, got {}",
+            m.data_type()
+        );
     };
     Ok(m.iter().map(|v| Some(v == Some(true))).collect())
 }
@@ -407,7 +459,10 @@ pub(crate) fn filtered_lists(
     }
 
     // 3. Assemble in aggregation order.
-    let mut lists = WindowLists { offsets: vec![0], rows: Vec::with_capacity(rrows.len()) };
+    let mut lists = WindowLists {
+        offsets: vec![0],
+        rows: Vec::with_capacity(rrows.len()),
+    };
     let mut k = 0;
     for (i, p) in prevailing.iter().enumerate() {
         if let Some(p) = p {
@@ -441,7 +496,13 @@ fn find_prevailing(
         let lo = hi.saturating_sub(block).max(lo_limit);
         let rrows: Vec<u32> = (lo..hi).map(|p| index.order[p]).collect();
         let lrows = UInt32Array::from(vec![row as u32; rrows.len()]);
-        let batch = pair_batch(pair_schema, left, &lrows, &index.batch, &UInt32Array::from(rrows.clone()))?;
+        let batch = pair_batch(
+            pair_schema,
+            left,
+            &lrows,
+            &index.batch,
+            &UInt32Array::from(rrows.clone()),
+        )?;
         let keep = eval_mask(filter, &batch)?;
         if let Some(k) = (0..rrows.len()).rev().find(|&k| keep.value(k)) {
             return Ok(Some(rrows[k]));
@@ -469,7 +530,8 @@ mod tests {
             let (mut ts, mut offsets) = (vec![], vec![0u32]);
             for _ in 0..groups {
                 let len = rng.random_range(0..300);
-                let mut g: Vec<i64> = (0..len).map(|_| rng.random_range(0..1000)).collect();
+                let mut g: Vec<i64> =
+                    (0..len).map(|_| rng.random_range(0..1000)).collect();
                 g.sort_unstable();
                 ts.extend(g);
                 offsets.push(ts.len() as u32);
@@ -479,13 +541,18 @@ mod tests {
                 .windows(2)
                 .flat_map(|w| {
                     let g = &ts[w[0] as usize..w[1] as usize];
-                    g.iter().map(move |&t| g.iter().filter(|&&x| x >= t && x <= t + width).count())
+                    g.iter().map(move |&t| {
+                        g.iter().filter(|&&x| x >= t && x <= t + width).count()
+                    })
                 })
                 .max()
                 .unwrap_or(0);
             for threads in [1, 2, 3, 8] {
                 let bound = longest_window(&ts, &offsets, width, threads);
-                assert!(bound >= brute && bound < brute + WINDOW_SAMPLE, "case {case}, {threads} threads: {bound} vs {brute}");
+                assert!(
+                    bound >= brute && bound < brute + WINDOW_SAMPLE,
+                    "case {case}, {threads} threads: {bound} vs {brute}"
+                );
             }
         }
     }
@@ -494,7 +561,9 @@ mod tests {
     fn searches_agree_with_partition_point() {
         let mut seed = 1u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             seed >> 33
         };
         for n in [0usize, 1, 2, 5, 100, 1000] {
@@ -505,13 +574,25 @@ mod tests {
                 let want_lt = v.partition_point(|&x| x < t);
                 let want_le = v.partition_point(|&x| x <= t);
                 let guess = (next() as usize) % (n + 2);
-                assert_eq!(search_near(&v, guess, |x| x < t), want_lt, "n={n} t={t} guess={guess}");
-                assert_eq!(search_near(&v, interpolate(&v, t), |x| x <= t), want_le, "n={n} t={t}");
+                assert_eq!(
+                    search_near(&v, guess, |x| x < t),
+                    want_lt,
+                    "n={n} t={t} guess={guess}"
+                );
+                assert_eq!(
+                    search_near(&v, interpolate(&v, t), |x| x <= t),
+                    want_le,
+                    "n={n} t={t}"
+                );
                 assert_eq!(gallop(&v, want_lt.min(want_le), |x| x <= t), want_le);
                 // From anywhere before the answer: short moves (counted) and
                 // long ones (galloped past the first few).
                 let from = (next() as usize) % (want_lt + 1);
-                assert_eq!(gallop(&v, from, |x| x < t), want_lt, "n={n} t={t} from={from}");
+                assert_eq!(
+                    gallop(&v, from, |x| x < t),
+                    want_lt,
+                    "n={n} t={t} from={from}"
+                );
             }
         }
     }

@@ -6,7 +6,9 @@ use super::logical::WindowJoinNode;
 use datafusion::common::Result;
 use datafusion::common::tree_node::Transformed;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
-use datafusion::logical_expr::{Expr, Extension, Filter, LogicalPlan, LogicalPlanBuilder, Projection};
+use datafusion::logical_expr::{
+    Expr, Extension, Filter, LogicalPlan, LogicalPlanBuilder, Projection,
+};
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 use std::sync::Arc;
 
@@ -30,14 +32,20 @@ impl OptimizerRule for PushDownWindowJoinFilter {
         true
     }
 
-    fn rewrite(&self, plan: LogicalPlan, _config: &dyn OptimizerConfig) -> Result<Transformed<LogicalPlan>> {
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
         let LogicalPlan::Filter(filter) = &plan else {
             return Ok(Transformed::no(plan));
         };
         // The join may sit under a projection that only selects columns
         // (column pruning puts one there); push through it too.
         let (projection, join_plan) = match filter.input.as_ref() {
-            LogicalPlan::Projection(p) if p.expr.iter().all(|e| matches!(e, Expr::Column(_))) => {
+            LogicalPlan::Projection(p)
+                if p.expr.iter().all(|e| matches!(e, Expr::Column(_))) =>
+            {
                 (Some(p), p.input.as_ref())
             }
             other => (None, other),
@@ -57,15 +65,23 @@ impl OptimizerRule for PushDownWindowJoinFilter {
             .cloned()
             .partition(|c| {
                 let cols = c.column_refs();
-                !cols.is_empty() && cols.iter().all(|col| left_schema.has_column(col)) && !c.is_volatile()
+                !cols.is_empty()
+                    && cols.iter().all(|col| left_schema.has_column(col))
+                    && !c.is_volatile()
             });
         let Some(pushed) = conjunction(push) else {
             return Ok(Transformed::no(plan));
         };
-        let new_left = LogicalPlan::Filter(Filter::try_new(pushed, Arc::clone(&node.left))?);
-        let mut new_node = LogicalPlan::Extension(Extension { node: Arc::new(node.with_left(new_left)?) });
+        let new_left =
+            LogicalPlan::Filter(Filter::try_new(pushed, Arc::clone(&node.left))?);
+        let mut new_node = LogicalPlan::Extension(Extension {
+            node: Arc::new(node.with_left(new_left)?),
+        });
         if let Some(p) = projection {
-            new_node = LogicalPlan::Projection(Projection::try_new(p.expr.clone(), Arc::new(new_node))?);
+            new_node = LogicalPlan::Projection(Projection::try_new(
+                p.expr.clone(),
+                Arc::new(new_node),
+            )?);
         }
         let out = match conjunction(keep) {
             Some(rest) => LogicalPlanBuilder::from(new_node).filter(rest)?.build()?,
@@ -78,6 +94,11 @@ impl OptimizerRule for PushDownWindowJoinFilter {
 fn has_subquery(e: &datafusion::logical_expr::Expr) -> bool {
     use datafusion::common::tree_node::TreeNode;
     use datafusion::logical_expr::Expr;
-    e.exists(|e| Ok(matches!(e, Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_))))
-        .unwrap_or(true)
+    e.exists(|e| {
+        Ok(matches!(
+            e,
+            Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_)
+        ))
+    })
+    .unwrap_or(true)
 }

@@ -6,18 +6,18 @@ use super::aggregate::aggregate_lists;
 use super::build::{RightIndex, build_right_index};
 use super::exec::{WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
 use super::fast::{FastPlan, probe_batch};
-use crate::kernels::KernelSet;
 use super::probe::{RowWindow, contiguous_lists, filtered_lists, row_windows};
+use crate::kernels::KernelSet;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::common::{DataFusionError, Result};
 use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::metrics::{BaselineMetrics, Count, MetricBuilder, Time};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::SendableRecordBatchStream;
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
 
@@ -54,10 +54,12 @@ pub(crate) fn window_join_stream(
             .collect::<Vec<_>>(),
     ));
     let baseline = BaselineMetrics::new(&exec.metrics, partition);
-    let build_time: Time = MetricBuilder::new(&exec.metrics).subset_time("build_time", partition);
+    let build_time: Time =
+        MetricBuilder::new(&exec.metrics).subset_time("build_time", partition);
     // The join work is this operator's own compute time.
     let join_time: Time = baseline.elapsed_compute().clone();
-    let right_rows: Count = MetricBuilder::new(&exec.metrics).counter("right_rows", partition);
+    let right_rows: Count =
+        MetricBuilder::new(&exec.metrics).counter("right_rows", partition);
 
     let cell = Arc::clone(&exec.right_index);
     let right = Arc::clone(&exec.right);
@@ -89,14 +91,27 @@ pub(crate) fn window_join_stream(
             })
             .await?
             .clone();
-        let probe = Arc::new(Probe { spec, index, out_schema, pair_schema, join_time, fast, kernels, settings });
+        let probe = Arc::new(Probe {
+            spec,
+            index,
+            out_schema,
+            pair_schema,
+            join_time,
+            fast,
+            kernels,
+            settings,
+        });
         let batches = left_stream
             .map(move |batch| {
                 let probe = Arc::clone(&probe);
                 // Spawned so batches run in parallel; dropping the stream
                 // aborts the tasks.
                 let task = SpawnedTask::spawn(async move { probe.run(batch?) });
-                async move { task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))? }
+                async move {
+                    task.join()
+                        .await
+                        .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+                }
             })
             .buffered(workers);
         Ok::<_, DataFusionError>(batches)
@@ -112,7 +127,14 @@ impl Probe {
     fn run(&self, left: RecordBatch) -> Result<RecordBatch> {
         let _timer = self.join_time.timer();
         if let Some(plan) = &self.fast {
-            let arrays = probe_batch(plan, &self.spec, &self.index, self.kernels, &self.settings, &left)?;
+            let arrays = probe_batch(
+                plan,
+                &self.spec,
+                &self.index,
+                self.kernels,
+                &self.settings,
+                &left,
+            )?;
             let mut columns = left.columns().to_vec();
             columns.extend(arrays);
             return Ok(RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?);
@@ -129,7 +151,13 @@ impl Probe {
             } else {
                 contiguous_lists(&self.index, rows)
             };
-            let arrays = aggregate_lists(&self.spec, &self.index, &self.pair_schema, &slice, &lists)?;
+            let arrays = aggregate_lists(
+                &self.spec,
+                &self.index,
+                &self.pair_schema,
+                &slice,
+                &lists,
+            )?;
             for (p, a) in parts.iter_mut().zip(arrays) {
                 p.push(a);
             }
@@ -141,7 +169,11 @@ impl Probe {
         let mut columns = left.columns().to_vec();
         for p in parts {
             let refs: Vec<_> = p.iter().map(|a| a.as_ref()).collect();
-            columns.push(if refs.len() == 1 { Arc::clone(&p[0]) } else { concat(&refs)? });
+            columns.push(if refs.len() == 1 {
+                Arc::clone(&p[0])
+            } else {
+                concat(&refs)?
+            });
         }
         Ok(RecordBatch::try_new(Arc::clone(&self.out_schema), columns)?)
     }

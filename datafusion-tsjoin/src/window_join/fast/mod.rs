@@ -97,7 +97,10 @@ pub struct FastPlan {
 }
 
 fn is_signed_int(t: &DataType) -> bool {
-    matches!(t, DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64)
+    matches!(
+        t,
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+    )
 }
 
 fn is_small_unsigned(t: &DataType) -> bool {
@@ -115,11 +118,15 @@ impl FastPlan {
         if spec.needs_pairs() {
             return None;
         }
-        let constant = |e: &Arc<dyn datafusion::physical_plan::PhysicalExpr>| e.is::<Literal>();
+        let constant =
+            |e: &Arc<dyn datafusion::physical_plan::PhysicalExpr>| e.is::<Literal>();
         if !constant(&spec.lo.value) || !constant(&spec.hi.value) {
             return None;
         }
-        let mut plan = FastPlan { aggs: vec![], columns: vec![] };
+        let mut plan = FastPlan {
+            aggs: vec![],
+            columns: vec![],
+        };
         for (i, agg) in spec.aggs.iter().enumerate() {
             if agg.input != AggInput::Right {
                 return None;
@@ -135,23 +142,58 @@ impl FastPlan {
                 (WindowAggKind::Last, _) => FastAgg::Pick(Pick::Last, i),
                 (WindowAggKind::FirstNotNull, _) => FastAgg::Pick(Pick::FirstNotNull, i),
                 (WindowAggKind::LastNotNull, _) => FastAgg::Pick(Pick::LastNotNull, i),
-                (WindowAggKind::MinFloat, Some(_)) => FastAgg::Min(plan.column(i, agg, ColumnType::Float, Build::MinMax)),
-                (WindowAggKind::MaxFloat, Some(_)) => FastAgg::Max(plan.column(i, agg, ColumnType::Float, Build::MinMax)),
-                (WindowAggKind::Accumulate(expr), Some(t)) if agg.args.len() == 1 && !expr.is_distinct() => {
+                (WindowAggKind::MinFloat, Some(_)) => {
+                    FastAgg::Min(plan.column(i, agg, ColumnType::Float, Build::MinMax))
+                }
+                (WindowAggKind::MaxFloat, Some(_)) => {
+                    FastAgg::Max(plan.column(i, agg, ColumnType::Float, Build::MinMax))
+                }
+                (WindowAggKind::Accumulate(expr), Some(t))
+                    if agg.args.len() == 1 && !expr.is_distinct() =>
+                {
                     match expr.fun().name().to_ascii_lowercase().as_str() {
-                        "count" => FastAgg::Count(plan.column(i, agg, ColumnType::NullsOnly, Build::Values)),
+                        "count" => FastAgg::Count(plan.column(
+                            i,
+                            agg,
+                            ColumnType::NullsOnly,
+                            Build::Values,
+                        )),
                         "sum" if is_signed_int(t) && out_type == &DataType::Int64 => {
-                            FastAgg::SumInt(plan.column(i, agg, ColumnType::Int, Build::PrefixSums))
+                            FastAgg::SumInt(plan.column(
+                                i,
+                                agg,
+                                ColumnType::Int,
+                                Build::PrefixSums,
+                            ))
                         }
                         "sum" if is_float(t) && out_type == &DataType::Float64 => {
-                            FastAgg::SumFloat(plan.column(i, agg, ColumnType::Float, Build::PrefixSums))
+                            FastAgg::SumFloat(plan.column(
+                                i,
+                                agg,
+                                ColumnType::Float,
+                                Build::PrefixSums,
+                            ))
                         }
-                        "avg" | "mean" if is_float(t) && out_type == &DataType::Float64 => {
-                            FastAgg::Avg(plan.column(i, agg, ColumnType::Float, Build::PrefixSums))
+                        "avg" | "mean"
+                            if is_float(t) && out_type == &DataType::Float64 =>
+                        {
+                            FastAgg::Avg(plan.column(
+                                i,
+                                agg,
+                                ColumnType::Float,
+                                Build::PrefixSums,
+                            ))
                         }
-                        "min" | "max" if (is_signed_int(t) || is_small_unsigned(t)) && out_type == t => {
+                        "min" | "max"
+                            if (is_signed_int(t) || is_small_unsigned(t))
+                                && out_type == t =>
+                        {
                             let c = plan.column(i, agg, ColumnType::Int, Build::MinMax);
-                            if expr.fun().name().eq_ignore_ascii_case("min") { FastAgg::Min(c) } else { FastAgg::Max(c) }
+                            if expr.fun().name().eq_ignore_ascii_case("min") {
+                                FastAgg::Min(c)
+                            } else {
+                                FastAgg::Max(c)
+                            }
                         }
                         _ => return None,
                     }
@@ -165,11 +207,20 @@ impl FastPlan {
 
     /// Index of the column for aggregate `i`'s argument, shared between
     /// aggregates over the same expression (`avg(bid), min(bid)`).
-    fn column(&mut self, i: usize, agg: &super::exec::WindowAgg, ty: ColumnType, build: Build) -> usize {
+    fn column(
+        &mut self,
+        i: usize,
+        agg: &super::exec::WindowAgg,
+        ty: ColumnType,
+        build: Build,
+    ) -> usize {
         let (prefix_sums, min_max) = (build == Build::PrefixSums, build == Build::MinMax);
         let key = agg.args[0].to_string();
         let shared = |c: &ColumnSpec| {
-            c.key == key && (c.ty == ty || ty == ColumnType::NullsOnly || c.ty == ColumnType::NullsOnly)
+            c.key == key
+                && (c.ty == ty
+                    || ty == ColumnType::NullsOnly
+                    || c.ty == ColumnType::NullsOnly)
         };
         if let Some(k) = self.columns.iter().position(shared) {
             let c = &mut self.columns[k];
@@ -182,8 +233,13 @@ impl FastPlan {
             c.min_max |= min_max;
             return k;
         }
-        self.columns.push(ColumnSpec { agg: i, ty, prefix_sums, min_max, key });
+        self.columns.push(ColumnSpec {
+            agg: i,
+            ty,
+            prefix_sums,
+            min_max,
+            key,
+        });
         self.columns.len() - 1
     }
 }
-

@@ -11,7 +11,9 @@ use crate::window_join::bounds::Prevailing;
 use crate::window_join::build::{RightIndex, eval_all, eval_ticks};
 use crate::window_join::exec::{WindowJoinSettings, WindowJoinSpec};
 use crate::window_join::probe::{bound_offsets, gallop, interpolate, search_near};
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt32Array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt32Array,
+};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::{cast, take};
 use datafusion::common::Result;
@@ -34,7 +36,12 @@ struct Windows {
 impl Windows {
     fn iter(&self) -> impl Iterator<Item = (usize, usize, usize, usize)> + '_ {
         (0..self.row.len()).map(|i| {
-            (self.row[i] as usize, self.group[i] as usize, self.start[i] as usize, self.end[i] as usize)
+            (
+                self.row[i] as usize,
+                self.group[i] as usize,
+                self.start[i] as usize,
+                self.end[i] as usize,
+            )
         })
     }
 }
@@ -60,10 +67,14 @@ pub(crate) fn probe_batch(
         let find = |f: FastAgg| plan.aggs.iter().position(|&a| a == f);
         let (sum, avg) = (find(FastAgg::SumFloat(c)), find(FastAgg::Avg(c)));
         let (min, max) = (find(FastAgg::Min(c)), find(FastAgg::Max(c)));
-        if plan.columns[c].ty != ColumnType::Float || (sum.is_none() && avg.is_none()) || (min.is_none() && max.is_none()) {
+        if plan.columns[c].ty != ColumnType::Float
+            || (sum.is_none() && avg.is_none())
+            || (min.is_none() && max.is_none())
+        {
             continue;
         }
-        let (mut counts, mut sums, mut lo, mut hi) = (vec![0u32; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let (mut counts, mut sums, mut lo, mut hi) =
+            (vec![0u32; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         for (row, _, s, e) in windows.iter() {
             if let Some((count, total, [a, b])) =
                 col.float_sum_min_max(kernels, s, e, settings.sum_prefix_min, table_min)
@@ -72,9 +83,16 @@ pub(crate) fn probe_batch(
             }
         }
         let valid = NullBuffer::from(counts.iter().map(|&c| c > 0).collect::<Vec<_>>());
-        let array = |v: Vec<f64>| Arc::new(Float64Array::new(v.into(), Some(valid.clone()))) as ArrayRef;
+        let array = |v: Vec<f64>| {
+            Arc::new(Float64Array::new(v.into(), Some(valid.clone()))) as ArrayRef
+        };
         if let Some(i) = avg {
-            out[i] = Some(array(sums.iter().zip(&counts).map(|(&s, &c)| s / c.max(1) as f64).collect()));
+            out[i] = Some(array(
+                sums.iter()
+                    .zip(&counts)
+                    .map(|(&s, &c)| s / c.max(1) as f64)
+                    .collect(),
+            ));
         }
         if let Some(i) = sum {
             out[i] = Some(array(sums));
@@ -88,16 +106,29 @@ pub(crate) fn probe_batch(
     }
     // Columns read by min and max: one pass gives both.
     for (c, col) in cols.iter().enumerate() {
-        let find = |f: FastAgg| plan.aggs.iter().position(|&a| a == f).filter(|&i| out[i].is_none());
+        let find = |f: FastAgg| {
+            plan.aggs
+                .iter()
+                .position(|&a| a == f)
+                .filter(|&i| out[i].is_none())
+        };
         let (min, max) = (find(FastAgg::Min(c)), find(FastAgg::Max(c)));
         if min.is_none() && max.is_none() {
             continue;
         }
         let [lo, hi] = match plan.columns[c].ty {
-            ColumnType::Float => extremes(n, &windows, |s, e| col.float_min_max(kernels, s, e, table_min))
-                .map(|(v, valid)| Arc::new(Float64Array::new(v.into(), Some(valid))) as ArrayRef),
-            _ => extremes(n, &windows, |s, e| col.int_min_max(kernels, s, e, table_min))
-                .map(|(v, valid)| Arc::new(Int64Array::new(v.into(), Some(valid))) as ArrayRef),
+            ColumnType::Float => extremes(n, &windows, |s, e| {
+                col.float_min_max(kernels, s, e, table_min)
+            })
+            .map(|(v, valid)| {
+                Arc::new(Float64Array::new(v.into(), Some(valid))) as ArrayRef
+            }),
+            _ => extremes(n, &windows, |s, e| {
+                col.int_min_max(kernels, s, e, table_min)
+            })
+            .map(|(v, valid)| {
+                Arc::new(Int64Array::new(v.into(), Some(valid))) as ArrayRef
+            }),
         };
         if let Some(i) = min {
             out[i] = Some(lo);
@@ -115,7 +146,9 @@ pub(crate) fn probe_batch(
             FastAgg::Count(c) => counts(n, &windows, |_, s, e| cols[c].valid_in(s, e)),
             FastAgg::SumInt(c) => {
                 let col = &cols[c];
-                let (v, valid) = fill(n, &windows, |_, s, e| (col.valid_in(s, e) > 0).then(|| col.int_sum(s, e)));
+                let (v, valid) = fill(n, &windows, |_, s, e| {
+                    (col.valid_in(s, e) > 0).then(|| col.int_sum(s, e))
+                });
                 Arc::new(Int64Array::new(v.into(), Some(valid)))
             }
             FastAgg::SumFloat(c) | FastAgg::Avg(c) => {
@@ -131,14 +164,20 @@ pub(crate) fn probe_batch(
                 Arc::new(Float64Array::new(v.into(), Some(valid)))
             }
             FastAgg::Min(_) | FastAgg::Max(_) => unreachable!("computed above"),
-            FastAgg::Pick(pick, a) => picks(n, &windows, index, pick, &index.agg_values[a][0])?,
+            FastAgg::Pick(pick, a) => {
+                picks(n, &windows, index, pick, &index.agg_values[a][0])?
+            }
         });
     }
     out.into_iter()
         .zip(&spec.aggs)
         .map(|(array, agg)| {
             let array = array.expect("every aggregate computed");
-            Ok(if array.data_type() != agg.field.data_type() { cast(&array, agg.field.data_type())? } else { array })
+            Ok(if array.data_type() != agg.field.data_type() {
+                cast(&array, agg.field.data_type())?
+            } else {
+                array
+            })
         })
         .collect()
 }
@@ -190,7 +229,13 @@ fn extremes<T: Copy + Default>(
 
 /// first/last(_not_null): the chosen right row per window, taken from its
 /// argument's values.
-fn picks(n: usize, w: &Windows, index: &RightIndex, pick: Pick, values: &ArrayRef) -> Result<ArrayRef> {
+fn picks(
+    n: usize,
+    w: &Windows,
+    index: &RightIndex,
+    pick: Pick,
+    values: &ArrayRef,
+) -> Result<ArrayRef> {
     let mut rows: Vec<Option<u32>> = vec![None; n];
     for (row, _, s, e) in w.iter() {
         let mut it = index.order[s..e].iter().copied();
@@ -206,7 +251,11 @@ fn picks(n: usize, w: &Windows, index: &RightIndex, pick: Pick, values: &ArrayRe
 
 /// Every active row's window, in key order. The bounds are constant (the
 /// fast path's condition).
-fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Result<Windows> {
+fn windows(
+    spec: &WindowJoinSpec,
+    index: &RightIndex,
+    left: &RecordBatch,
+) -> Result<Windows> {
     let n = left.num_rows();
     if n == 0 {
         return Ok(Windows::default());
@@ -230,7 +279,9 @@ fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Res
     // Active rows as (group, row), then in key order (stable: a key's rows
     // keep their input order, usually time order).
     let mut active: Vec<(u32, u32)> = (0..n)
-        .filter(|&i| ts.is_valid(i) && mask.as_ref().is_none_or(|m| m.is_valid(i) && m.value(i)))
+        .filter(|&i| {
+            ts.is_valid(i) && mask.as_ref().is_none_or(|m| m.is_valid(i) && m.value(i))
+        })
         .filter_map(|i| Some((groups[i]?, i as u32)))
         .collect();
     sort_by_group(&mut active, index.num_groups());
@@ -288,7 +339,12 @@ fn windows(spec: &WindowJoinSpec, index: &RightIndex, left: &RecordBatch) -> Res
 /// in a batch touches that key's timestamps far from anything cached; with
 /// every guess known up front the misses overlap instead of stalling the
 /// window loop one key at a time.
-fn first_guesses(index: &RightIndex, ts: &Int64Array, active: &[(u32, u32)], lo: i64) -> Vec<usize> {
+fn first_guesses(
+    index: &RightIndex,
+    ts: &Int64Array,
+    active: &[(u32, u32)],
+    lo: i64,
+) -> Vec<usize> {
     let mut guesses = vec![];
     let mut i = 0;
     while i < active.len() {
