@@ -6,9 +6,9 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use datafusion::arrow::array::Float64Array;
 use datafusion::arrow::compute::{max, min, sum};
-use datafusion_tsjoin::kernels::KernelSet;
-use datafusion_tsjoin::kernels::block_sums::BlockSums;
-use datafusion_tsjoin::kernels::block_table::{BlockMinMax, Extreme};
+use datafusion_tsjoin::bench::KernelSet;
+use datafusion_tsjoin::bench::block_sums::BlockSums;
+use datafusion_tsjoin::bench::block_table::{BlockMinMax, Extreme};
 use std::hint::black_box;
 
 const LENGTHS: [usize; 7] = [1, 8, 64, 256, 1024, 4096, 10_000];
@@ -26,8 +26,8 @@ fn data(n: usize) -> Vec<f64> {
 }
 
 fn kernels(c: &mut Criterion) {
-    let mut sets = vec![KernelSet::Scalar];
-    if KernelSet::detect() != KernelSet::Scalar {
+    let mut sets = vec![KernelSet::scalar()];
+    if KernelSet::detect() != KernelSet::scalar() {
         sets.push(KernelSet::detect());
     }
     for (name, op) in [("sum", 0), ("min", 1), ("max", 2)] {

@@ -173,7 +173,7 @@ fn machine() -> Value {
         "cpu": model.trim(),
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "avx2": avx2,
-        "kernels": datafusion_tsjoin::kernels::KernelSet::detect().name(),
+        "kernels": datafusion_tsjoin::bench::KernelSet::detect().name(),
         "os": std::env::consts::OS,
     })
 }

@@ -5,17 +5,34 @@
 //! that wraps these (as Ballista's must) can tell tsjoin's bytes from its own.
 //!
 //! ```
-//! use datafusion_tsjoin::codec::{TsJoinLogicalCodec, TsJoinPhysicalCodec};
-//! let (_l, _p) = (TsJoinLogicalCodec, TsJoinPhysicalCodec);
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+//! use datafusion_proto::bytes::{
+//!     physical_plan_from_bytes_with_extension_codec,
+//!     physical_plan_to_bytes_with_extension_codec,
+//! };
+//! use datafusion_tsjoin::{TsJoinContextExt, codec::TsJoinPhysicalCodec, tsjoin_context};
+//! let ctx = tsjoin_context(Default::default());
+//! ctx.tsjoin_sql("CREATE TABLE t (ts TIMESTAMP, v INT) AS VALUES ('2024-01-01T00:00:00', 1)").await?;
+//! let plan = ctx.tsjoin_sql("SELECT t.v, sum(r.v) FROM t WINDOW JOIN t r \
+//!     RANGE BETWEEN 1 minute PRECEDING AND CURRENT ROW").await?
+//!     .create_physical_plan().await?;
+//! let bytes = physical_plan_to_bytes_with_extension_codec(plan, &TsJoinPhysicalCodec)?;
+//! let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &TsJoinPhysicalCodec)?;
+//! let shown = datafusion::physical_plan::displayable(back.as_ref()).indent(false).to_string();
+//! assert!(shown.contains("WindowJoinExec"));
+//! # Ok(()) }
 //! ```
 
-use crate::groupby::{AggFn, InlineAgg, InlineAggregateExec};
+use crate::inline_aggregate::{AggFn, InlineAgg, InlineAggregateExec};
 use crate::window_join::{
-    AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, WindowAgg, WindowAggKind,
-    WindowJoinExec, WindowJoinNode, WindowJoinSettings, WindowJoinSpec, timestamp_unit,
+    AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, TimeScale, WindowAgg,
+    WindowAggKind, WindowJoinExec, WindowJoinNode, WindowJoinSettings, WindowJoinSpec,
+    timestamp_unit,
 };
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::common::{DataFusionError, Result, internal_err};
+use datafusion::common::{
+    DataFusionError, Result, internal_datafusion_err, internal_err,
+};
 use datafusion::execution::TaskContext;
 use datafusion::execution::registry::FunctionRegistry;
 use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCore};
@@ -63,6 +80,10 @@ struct InlineAggregateProto {
     partitions: u64,
     #[prost(bool, tag = "7")]
     hashed: bool,
+    /// Phase 1 must not read Parquet dictionary codes (setting
+    /// `tsjoin.inline_aggregate_dictionary_scan` off when the plan was made).
+    #[prost(bool, tag = "8")]
+    no_dictionary_scan: bool,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -145,11 +166,11 @@ struct WindowJoinExecProto {
 }
 
 fn decode_err(what: &str) -> DataFusionError {
-    DataFusionError::Internal(format!("tsjoin codec: malformed {what}"))
+    internal_datafusion_err!("tsjoin codec: malformed {what}")
 }
 
 fn proto_err(e: impl std::fmt::Display) -> DataFusionError {
-    DataFusionError::Internal(e.to_string())
+    internal_datafusion_err!("{}", e)
 }
 
 fn tagged(buf: &[u8]) -> Result<&[u8]> {
@@ -195,7 +216,7 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         ctx: &TaskContext,
     ) -> Result<Extension> {
         let msg = WindowJoinNodeProto::decode(tagged(buf)?)
-            .map_err(|e| DataFusionError::Internal(e.to_string()))?;
+            .map_err(|e| internal_datafusion_err!("{}", e))?;
         let exprs = msg
             .exprs
             .iter()
@@ -238,7 +259,7 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf)
-            .map_err(|e| DataFusionError::Internal(e.to_string()))
+            .map_err(|e| internal_datafusion_err!("{}", e))
     }
 
     fn try_decode_table_provider(
@@ -303,6 +324,7 @@ impl TsJoinPhysicalCodec {
                 .map(|e| self.ser(e))
                 .collect::<Result<_>>()?,
             has_arg: exec.aggs.iter().map(|a| a.arg.is_some()).collect(),
+            no_dictionary_scan: exec.dictionary.is_none(),
             partitions: partitioning.partition_count() as u64,
             hashed: matches!(partitioning, Partitioning::Hash(..)),
         };
@@ -387,12 +409,15 @@ impl TsJoinPhysicalCodec {
             EmissionType::Final,
             Boundedness::Bounded,
         );
-        Ok(Arc::new(InlineAggregateExec::try_new(
-            Arc::clone(input),
-            group_exprs,
-            aggs,
-            Arc::new(properties),
-        )?))
+        Ok(Arc::new(
+            InlineAggregateExec::try_new(
+                Arc::clone(input),
+                group_exprs,
+                aggs,
+                Arc::new(properties),
+            )?
+            .with_dictionary_scan(!msg.no_dictionary_scan),
+        ))
     }
 }
 
@@ -408,7 +433,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             return self.decode_inline_aggregate(rest, inputs, ctx);
         }
         let msg = WindowJoinExecProto::decode(tagged(buf)?)
-            .map_err(|e| DataFusionError::Internal(e.to_string()))?;
+            .map_err(|e| internal_datafusion_err!("{}", e))?;
         let [left, right] = inputs else {
             return internal_err!("WindowJoinExec needs two inputs");
         };
@@ -440,7 +465,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             .ok_or_else(|| decode_err("aggregate fields"))?
             .try_into()
             .map_err(|e: datafusion_proto::protobuf::FromProtoError| {
-                DataFusionError::Internal(e.to_string())
+                internal_datafusion_err!("{}", e)
             })?;
         if agg_fields.fields().len() != msg.aggs.len() {
             return Err(decode_err("aggregate fields"));
@@ -487,23 +512,18 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         let left_ts = self.de(&msg.left_ts, ctx, &ls)?;
         let right_ts = self.de(&msg.right_ts, ctx, &rs)?;
         let [lo, hi] = parse_bounds(&msg.bounds)?;
+        let scale = TimeScale::new(
+            timestamp_unit("left timestamp", &left_ts.data_type(&ls)?)?,
+            timestamp_unit("right timestamp", &right_ts.data_type(&rs)?)?,
+        );
         let spec = WindowJoinSpec {
             left_keys: many(&msg.left_keys, &ls)?,
             right_keys: many(&msg.right_keys, &rs)?,
-            left_unit: timestamp_unit("left timestamp", &left_ts.data_type(&ls)?)?,
-            right_unit: timestamp_unit("right timestamp", &right_ts.data_type(&rs)?)?,
             left_ts,
             right_ts,
-            lo: PhysicalBound {
-                value: self.de(&msg.lo, ctx, &ls)?,
-                unit: lo.0,
-                direction: lo.1,
-            },
-            hi: PhysicalBound {
-                value: self.de(&msg.hi, ctx, &ls)?,
-                unit: hi.0,
-                direction: hi.1,
-            },
+            lo: PhysicalBound::new(self.de(&msg.lo, ctx, &ls)?, lo.0, lo.1, &scale),
+            hi: PhysicalBound::new(self.de(&msg.hi, ctx, &ls)?, hi.0, hi.1, &scale),
+            scale,
             prevailing: Prevailing::parse(&msg.prevailing)
                 .ok_or_else(|| decode_err("prevailing"))?,
             left_filter: opt(&msg.left_filter, &ls)?,
@@ -597,11 +617,11 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             right_keys: many(&s.right_keys)?,
             left_ts: Some(self.ser(&s.left_ts)?),
             right_ts: Some(self.ser(&s.right_ts)?),
-            lo: Some(self.ser(&s.lo.value)?),
-            hi: Some(self.ser(&s.hi.value)?),
+            lo: Some(self.ser(s.lo.value())?),
+            hi: Some(self.ser(s.hi.value())?),
             bounds: bound_strings([
-                (s.lo.unit, s.lo.direction),
-                (s.hi.unit, s.hi.direction),
+                (s.lo.unit(), s.lo.direction()),
+                (s.hi.unit(), s.hi.direction()),
             ]),
             prevailing: s.prevailing.as_str().into(),
             left_filter: opt(&s.left_filter)?,
@@ -610,7 +630,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             aggs,
             agg_fields: Some((&fields).try_into().map_err(
                 |e: datafusion_proto::protobuf::ToProtoError| {
-                    DataFusionError::Internal(e.to_string())
+                    internal_datafusion_err!("{}", e)
                 },
             )?),
             workers: exec.workers() as u64,
@@ -621,6 +641,6 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf)
-            .map_err(|e| DataFusionError::Internal(e.to_string()))
+            .map_err(|e| internal_datafusion_err!("{}", e))
     }
 }

@@ -2,8 +2,8 @@
 
 use datafusion::common::config::ConfigExtension;
 use datafusion::common::extensions_options;
+use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::RwLock;
 
 extensions_options! {
     /// tsjoin's session settings, set with `SET tsjoin.<name> = <value>` or
@@ -17,8 +17,8 @@ extensions_options! {
     /// # Ok(()) }
     /// ```
     pub struct TsJoinOptions {
-        /// Left batches joined in parallel per left partition by a WINDOW
-        /// JOIN (0: the session's `target_partitions`).
+        /// Left batches a WINDOW JOIN joins at once, in total over its left
+        /// partitions (0: the session's `target_partitions`).
         pub window_join_workers: usize, default = 0
         /// Run WINDOW JOINs on the fast path (typed per-key buffers and
         /// slice kernels) where the query allows it.
@@ -48,7 +48,7 @@ extensions_options! {
         pub inline_aggregate_all_keys: bool, default = false
         /// Let the inline aggregate read a dictionary-encoded integer key
         /// straight from its Parquet codes (phase 1 skips the scan's
-        /// decoding of the key; see `groupby::dictionary_scan`).
+        /// decoding of the key; see `inline_aggregate::dictionary_scan`).
         pub inline_aggregate_dictionary_scan: bool, default = true
     }
 }
@@ -71,17 +71,16 @@ impl TimestampRegistry {
     pub fn set(&self, table: &str, column: &str) {
         self.columns
             .write()
-            .unwrap()
             .insert(table.to_string(), column.to_string());
     }
 
     /// The designated timestamp of `table`, if one was registered.
     pub fn get(&self, table: &str) -> Option<String> {
-        self.columns.read().unwrap().get(table).cloned()
+        self.columns.read().get(table).cloned()
     }
 
     /// Whether `column` is registered as designated for any table.
     pub fn is_designated_anywhere(&self, column: &str) -> bool {
-        self.columns.read().unwrap().values().any(|c| c == column)
+        self.columns.read().values().any(|c| c == column)
     }
 }

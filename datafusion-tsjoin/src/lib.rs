@@ -16,15 +16,15 @@
 //! ```
 //!
 //! Data flows one way: [`sql`] → [`window_join::WindowJoinNode`] →
-//! [`window_join::WindowJoinExec`] → [`kernels`]. Grouped aggregation runs
-//! on [`groupby::InlineAggregateExec`] where the
-//! [`groupby::InlineAggregateRule`] finds it applies.
+//! [`window_join::WindowJoinExec`] → the kernels. Grouped aggregation runs
+//! on [`inline_aggregate::InlineAggregateExec`] where the
+//! [`inline_aggregate::InlineAggregateRule`] finds it applies.
 
 pub mod codec;
 pub mod config;
 pub mod functions;
-pub mod groupby;
-pub mod kernels;
+pub mod inline_aggregate;
+mod kernels;
 pub mod offset_topk;
 mod session;
 pub mod sql;
@@ -32,3 +32,10 @@ pub mod window_join;
 
 pub use config::{TimestampRegistry, TsJoinOptions};
 pub use session::{TsJoinContextExt, TsJoinSessionStateBuilderExt, tsjoin_context};
+
+/// The hand-written kernels, for the criterion benches and their doc
+/// examples only: not part of the supported API.
+#[doc(hidden)]
+pub mod bench {
+    pub use crate::kernels::{KernelSet, block_sums, block_table, prefix, rle};
+}

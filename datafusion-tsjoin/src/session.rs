@@ -2,7 +2,7 @@
 
 use crate::config::{TimestampRegistry, TsJoinOptions};
 use crate::functions::first_last_udafs;
-use crate::groupby::InlineAggregateRule;
+use crate::inline_aggregate::InlineAggregateRule;
 use crate::offset_topk::OffsetTopK;
 use crate::sql::{WindowJoinRelationPlanner, execute_sql, registry};
 use crate::window_join::{PushDownWindowJoinFilter, TsJoinQueryPlanner};

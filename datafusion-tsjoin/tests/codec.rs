@@ -71,7 +71,7 @@ async fn settings_choose_the_path() {
             .unwrap();
         displayable(plan.as_ref()).indent(true).to_string()
     };
-    let best = datafusion_tsjoin::kernels::KernelSet::detect().name();
+    let best = datafusion_tsjoin::bench::KernelSet::detect().name();
     assert!(
         explain(ctx.clone())
             .await

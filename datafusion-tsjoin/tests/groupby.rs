@@ -13,7 +13,7 @@ use datafusion::datasource::MemTable;
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
-use datafusion_tsjoin::groupby::InlineAggregateExec;
+use datafusion_tsjoin::inline_aggregate::InlineAggregateExec;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;

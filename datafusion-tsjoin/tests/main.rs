@@ -4,6 +4,7 @@ mod codec;
 mod dictionary_scan;
 mod differential;
 mod groupby;
+mod lifecycle;
 mod limits;
 mod slt;
 mod support;

@@ -13,6 +13,19 @@ use datafusion::logical_expr::{
 };
 use std::sync::Arc;
 
+/// Which of the four positional aggregates a [`FirstLast`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Position {
+    /// `first(x)`: the first row, NULL included.
+    First,
+    /// `last(x)`: the last row, NULL included.
+    Last,
+    /// `first_not_null(x)`
+    FirstNotNull,
+    /// `last_not_null(x)`
+    LastNotNull,
+}
+
 /// One of the four positional aggregates.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct FirstLast {
@@ -23,6 +36,16 @@ pub struct FirstLast {
 }
 
 impl FirstLast {
+    /// Which of the four this is.
+    pub(crate) fn position(&self) -> Position {
+        match (self.last, self.skip_nulls) {
+            (false, false) => Position::First,
+            (true, false) => Position::Last,
+            (false, true) => Position::FirstNotNull,
+            (true, true) => Position::LastNotNull,
+        }
+    }
+
     fn new(name: &'static str, last: bool, skip_nulls: bool) -> Self {
         Self {
             name,

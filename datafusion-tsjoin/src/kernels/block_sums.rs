@@ -13,8 +13,8 @@
 //! value). NaN and infinities follow IEEE as in a direct sum.
 //!
 //! ```
-//! use datafusion_tsjoin::kernels::KernelSet;
-//! use datafusion_tsjoin::kernels::block_sums::BlockSums;
+//! use datafusion_tsjoin::bench::KernelSet;
+//! use datafusion_tsjoin::bench::block_sums::BlockSums;
 //! let v: Vec<f64> = (0..1000).map(|i| i as f64).collect();
 //! let k = KernelSet::detect();
 //! let sums = BlockSums::new(&v, k);
@@ -31,8 +31,8 @@ pub const BLOCK: usize = 64;
 /// [`BlockSums`] holds them.
 ///
 /// ```
-/// use datafusion_tsjoin::kernels::KernelSet;
-/// use datafusion_tsjoin::kernels::block_sums::{BLOCK, block_sums};
+/// use datafusion_tsjoin::bench::KernelSet;
+/// use datafusion_tsjoin::bench::block_sums::{BLOCK, block_sums};
 /// let v = vec![1.0; 2 * BLOCK + 3];
 /// assert_eq!(block_sums(&v, KernelSet::detect()), vec![BLOCK as f64; 2]);
 /// ```
@@ -99,7 +99,7 @@ mod tests {
                 .collect();
             let v: Vec<f64> =
                 ks.iter().map(|&k| k as f64 / (1u64 << 20) as f64).collect();
-            for k in [KernelSet::Scalar, KernelSet::detect()] {
+            for k in [KernelSet::scalar(), KernelSet::detect()] {
                 let sums = BlockSums::new(&v, k);
                 for _ in 0..300 {
                     let (a, b) =
@@ -125,12 +125,12 @@ mod tests {
             .map(|i| ((i * 7919) % 1013) as f64 / 7.0 - 50.0)
             .collect();
         let (s, d) = (
-            BlockSums::new(&v, KernelSet::Scalar),
+            BlockSums::new(&v, KernelSet::scalar()),
             BlockSums::new(&v, KernelSet::detect()),
         );
         for (a, b) in [(0, 3000), (5, 2999), (64, 128), (100, 100), (1, 70)] {
             assert_eq!(
-                s.sum(&v, a, b, KernelSet::Scalar).to_bits(),
+                s.sum(&v, a, b, KernelSet::scalar()).to_bits(),
                 d.sum(&v, a, b, KernelSet::detect()).to_bits()
             );
         }

@@ -14,7 +14,7 @@
 //! scans mean the same thing; the empty reduction is [`Extreme::IDENTITY`].
 //!
 //! ```
-//! use datafusion_tsjoin::kernels::block_table::{BlockMinMax, BLOCK};
+//! use datafusion_tsjoin::bench::block_table::{BlockMinMax, BLOCK};
 //! let v: Vec<i64> = (0..1000).map(|i| (i * 7919) % 1000).collect();
 //! let scan = |s: usize, e: usize| {
 //!     [*v[s..e].iter().min().unwrap_or(&i64::MAX), *v[s..e].iter().max().unwrap_or(&i64::MIN)]

@@ -14,13 +14,16 @@
 //! - NULL slots hold `0` in the value buffers, so `sum_f64` over a slice with
 //!   NULLs is the sum of its non-NULL values.
 //!
+//! The kernels are crate-private; benchmarks reach them through the hidden
+//! `datafusion_tsjoin::bench` module.
+//!
 //! ```
-//! use datafusion_tsjoin::kernels::KernelSet;
+//! use datafusion_tsjoin::bench::KernelSet;
 //! let k = KernelSet::detect();
 //! let v: Vec<f64> = (0..100).map(|i| i as f64).collect();
 //! assert_eq!(k.sum_f64(&v), 4950.0);
 //! assert_eq!(k.max_f64(&v), Some(99.0));
-//! assert_eq!(KernelSet::Scalar.sum_f64(&v).to_bits(), k.sum_f64(&v).to_bits());
+//! assert_eq!(KernelSet::scalar().sum_f64(&v).to_bits(), k.sum_f64(&v).to_bits());
 //! ```
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
@@ -37,12 +40,18 @@ use std::sync::OnceLock;
 pub const SUM_BLOCK: usize = 16;
 
 /// Which implementation of the kernels runs.
+///
+/// Opaque: a value is made only by [`KernelSet::detect`] (the best set this
+/// CPU has) or [`KernelSet::scalar`], so holding an AVX2 set proves the CPU
+/// has AVX2. That is what makes the `unsafe` calls in the methods sound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelSet {
-    /// Portable Rust, the reference.
+pub struct KernelSet(Isa);
+
+/// The instruction sets, private so no caller can name `Avx2` itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
     Scalar,
-    /// `std::arch` AVX2 intrinsics (only returned by [`KernelSet::detect`]
-    /// on CPUs that have AVX2).
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     Avx2,
 }
 
@@ -53,22 +62,28 @@ impl KernelSet {
         *DETECTED.get_or_init(|| {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             if std::arch::is_x86_feature_detected!("avx2") {
-                return KernelSet::Avx2;
+                return KernelSet(Isa::Avx2);
             }
-            KernelSet::Scalar
+            KernelSet(Isa::Scalar)
         })
     }
 
-    /// [`KernelSet::detect`] when `simd` is true, else [`KernelSet::Scalar`].
+    /// The portable kernels, the reference every other set must match.
+    pub fn scalar() -> Self {
+        KernelSet(Isa::Scalar)
+    }
+
+    /// [`KernelSet::detect`] when `simd` is true, else [`KernelSet::scalar`].
     pub fn choose(simd: bool) -> Self {
-        if simd { Self::detect() } else { Self::Scalar }
+        if simd { Self::detect() } else { Self::scalar() }
     }
 
     /// Name as EXPLAIN shows it.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Scalar => "scalar",
-            Self::Avx2 => "avx2",
+        match self.0 {
+            Isa::Scalar => "scalar",
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            Isa::Avx2 => "avx2",
         }
     }
 
@@ -77,11 +92,12 @@ impl KernelSet {
     /// Differs from a left-to-right sum by at most `(n/16 + 5) * eps * sum(|v|)`
     /// (each value passes through at most that many roundings).
     pub fn sum_f64(self, v: &[f64]) -> f64 {
-        match self {
+        match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
-            // SAFETY: `Avx2` is only ever produced after detecting AVX2.
-            Self::Avx2 => unsafe { avx2::sum_f64(v) },
-            _ => scalar::sum_f64(v),
+            // SAFETY: an `Isa::Avx2` set is only made by `detect` after
+            // detecting AVX2, and `KernelSet` cannot be built any other way.
+            Isa::Avx2 => unsafe { avx2::sum_f64(v) },
+            Isa::Scalar => scalar::sum_f64(v),
         }
     }
 
@@ -90,11 +106,11 @@ impl KernelSet {
         if v.is_empty() {
             return None;
         }
-        Some(match self {
+        Some(match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             // SAFETY: as in `sum_f64`.
-            Self::Avx2 => unsafe { avx2::min_f64(v) },
-            _ => scalar::min_f64(v),
+            Isa::Avx2 => unsafe { avx2::min_f64(v) },
+            Isa::Scalar => scalar::min_f64(v),
         })
     }
 
@@ -103,11 +119,11 @@ impl KernelSet {
         if v.is_empty() {
             return None;
         }
-        Some(match self {
+        Some(match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             // SAFETY: as in `sum_f64`.
-            Self::Avx2 => unsafe { avx2::max_f64(v) },
-            _ => scalar::max_f64(v),
+            Isa::Avx2 => unsafe { avx2::max_f64(v) },
+            Isa::Scalar => scalar::max_f64(v),
         })
     }
 
@@ -117,11 +133,11 @@ impl KernelSet {
         if v.is_empty() {
             return None;
         }
-        Some(match self {
+        Some(match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             // SAFETY: as in `sum_f64`.
-            Self::Avx2 => unsafe { avx2::min_max_f64(v) },
-            _ => scalar::min_max_f64(v),
+            Isa::Avx2 => unsafe { avx2::min_max_f64(v) },
+            Isa::Scalar => scalar::min_max_f64(v),
         })
     }
 
@@ -132,11 +148,11 @@ impl KernelSet {
         if v.is_empty() {
             return None;
         }
-        Some(match self {
+        Some(match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             // SAFETY: as in `sum_f64`.
-            Self::Avx2 => unsafe { avx2::sum_min_max_f64(v) },
-            _ => scalar::sum_min_max_f64(v),
+            Isa::Avx2 => unsafe { avx2::sum_min_max_f64(v) },
+            Isa::Scalar => scalar::sum_min_max_f64(v),
         })
     }
 
@@ -145,11 +161,11 @@ impl KernelSet {
         if v.is_empty() {
             return None;
         }
-        Some(match self {
+        Some(match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             // SAFETY: as in `sum_f64`.
-            Self::Avx2 => unsafe { avx2::min_i64(v) },
-            _ => scalar::min_i64(v),
+            Isa::Avx2 => unsafe { avx2::min_i64(v) },
+            Isa::Scalar => scalar::min_i64(v),
         })
     }
 
@@ -158,11 +174,11 @@ impl KernelSet {
         if v.is_empty() {
             return None;
         }
-        Some(match self {
+        Some(match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             // SAFETY: as in `sum_f64`.
-            Self::Avx2 => unsafe { avx2::max_i64(v) },
-            _ => scalar::max_i64(v),
+            Isa::Avx2 => unsafe { avx2::max_i64(v) },
+            Isa::Scalar => scalar::max_i64(v),
         })
     }
 }
@@ -202,18 +218,18 @@ mod tests {
                 let i: Vec<i64> = (0..n).map(|_| rng(&mut seed) as i64).collect();
                 assert_eq!(
                     simd.sum_f64(&f).to_bits(),
-                    KernelSet::Scalar.sum_f64(&f).to_bits(),
+                    KernelSet::scalar().sum_f64(&f).to_bits(),
                     "sum n={n}"
                 );
                 let bits = |x: Option<f64>| x.map(f64::to_bits);
                 assert_eq!(
                     bits(simd.min_f64(&f)),
-                    bits(KernelSet::Scalar.min_f64(&f)),
+                    bits(KernelSet::scalar().min_f64(&f)),
                     "min n={n}"
                 );
                 assert_eq!(
                     bits(simd.max_f64(&f)),
-                    bits(KernelSet::Scalar.max_f64(&f)),
+                    bits(KernelSet::scalar().max_f64(&f)),
                     "max n={n}"
                 );
                 let pair =
@@ -221,7 +237,7 @@ mod tests {
                 let separate = simd.min_f64(&f).zip(simd.max_f64(&f));
                 assert_eq!(pair(simd.min_max_f64(&f)), pair(separate), "min_max n={n}");
                 assert_eq!(
-                    pair(KernelSet::Scalar.min_max_f64(&f)),
+                    pair(KernelSet::scalar().min_max_f64(&f)),
                     pair(separate),
                     "min_max n={n}"
                 );
@@ -235,14 +251,14 @@ mod tests {
                     "sum_min_max n={n}"
                 );
                 assert_eq!(
-                    triple(KernelSet::Scalar.sum_min_max_f64(&f)),
+                    triple(KernelSet::scalar().sum_min_max_f64(&f)),
                     triple(parts),
                     "sum_min_max n={n}"
                 );
                 assert_eq!(simd.min_i64(&i), i.iter().copied().min());
                 assert_eq!(simd.max_i64(&i), i.iter().copied().max());
-                assert_eq!(KernelSet::Scalar.min_i64(&i), i.iter().copied().min());
-                assert_eq!(KernelSet::Scalar.max_i64(&i), i.iter().copied().max());
+                assert_eq!(KernelSet::scalar().min_i64(&i), i.iter().copied().min());
+                assert_eq!(KernelSet::scalar().max_i64(&i), i.iter().copied().max());
             }
         }
     }
@@ -252,7 +268,7 @@ mod tests {
         let mut seed = 11;
         for n in 1..200 {
             let f = floats(&mut seed, n);
-            for k in [KernelSet::Scalar, KernelSet::detect()] {
+            for k in [KernelSet::scalar(), KernelSet::detect()] {
                 // Compare as numbers: -0.0 and 0.0 are equal, which one wins
                 // depends on position (as in `minpd`), but both sets agree.
                 assert_eq!(
@@ -277,7 +293,7 @@ mod tests {
             let direct: f64 = f.iter().sum();
             let abs: f64 = f.iter().map(|x| x.abs()).sum();
             let bound = ((n / SUM_BLOCK) as f64 + 5.0) * f64::EPSILON * abs;
-            for k in [KernelSet::Scalar, KernelSet::detect()] {
+            for k in [KernelSet::scalar(), KernelSet::detect()] {
                 assert!((k.sum_f64(&f) - direct).abs() <= 2.0 * bound, "n={n}");
             }
         }

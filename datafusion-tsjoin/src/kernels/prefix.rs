@@ -15,7 +15,7 @@
 //! infinity.
 //!
 //! ```
-//! use datafusion_tsjoin::kernels::prefix::CompensatedPrefix;
+//! use datafusion_tsjoin::bench::prefix::CompensatedPrefix;
 //! let p = CompensatedPrefix::new(&[1e16, 1.0, -1e16, 2.0]);
 //! assert_eq!(p.sum(1, 3), 1.0 - 1e16); // one rounding of the exact value
 //! assert_eq!(p.sum(0, 4), 3.0);         // a plain f64 prefix gives 2.0

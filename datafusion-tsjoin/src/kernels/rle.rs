@@ -15,7 +15,7 @@
 //! never a panic.
 //!
 //! ```
-//! use datafusion_tsjoin::kernels::rle::HybridDecoder;
+//! use datafusion_tsjoin::bench::rle::HybridDecoder;
 //! // An RLE run of five 3s, then one bit-packed group of 0..8 at width 3.
 //! let data = [10u8, 3, 3, 0b10_001_000, 0b1_100_011_0, 0b111_110_10];
 //! let mut d = HybridDecoder::new(&data[..], 3).unwrap();

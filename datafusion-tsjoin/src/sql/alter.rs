@@ -18,7 +18,7 @@ use super::registry;
 use datafusion::arrow::array::{ArrayRef, new_null_array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::common::{DataFusionError, Result, not_impl_err, plan_err};
+use datafusion::common::{Result, not_impl_err, plan_datafusion_err, plan_err};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::MemTable;
 use datafusion::execution::context::SessionContext;
@@ -229,10 +229,11 @@ async fn sql_type(ctx: &SessionContext, column: &ColumnDef) -> Result<DataType> 
         .sql(&format!("SELECT CAST(NULL AS {}) AS c", column.data_type))
         .await
         .map_err(|e| {
-            DataFusionError::Plan(format!(
+            plan_datafusion_err!(
                 "ADD COLUMN {}: unsupported type {}: {e}",
-                column.name, column.data_type
-            ))
+                column.name,
+                column.data_type
+            )
         })?;
     Ok(probe.schema().field(0).data_type().clone())
 }

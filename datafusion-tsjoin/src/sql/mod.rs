@@ -16,7 +16,7 @@ pub use relation::WindowJoinRelationPlanner;
 
 use crate::config::TimestampRegistry;
 use ast::{AstContext, norm, right_table_names};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, plan_datafusion_err};
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::LogicalPlan;
@@ -39,9 +39,8 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
     let options = &state.config().options().sql_parser;
     let dialect_name = options.dialect.to_string();
     let recursion_limit = options.recursion_limit.get();
-    let dialect = dialect_from_str(&dialect_name).ok_or_else(|| {
-        DataFusionError::Plan(format!("unsupported SQL dialect: {dialect_name}"))
-    })?;
+    let dialect = dialect_from_str(&dialect_name)
+        .ok_or_else(|| plan_datafusion_err!("unsupported SQL dialect: {dialect_name}"))?;
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
         .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
@@ -153,10 +152,10 @@ fn take_designated_timestamp(
             .iter()
             .any(|c| c.name.value.eq_ignore_ascii_case(&column))
     {
-        return Err(DataFusionError::Plan(format!(
+        return Err(plan_datafusion_err!(
             "TIMESTAMP({column}): table {} has no column {column}",
             ct.name
-        )));
+        ));
     }
     registry(ctx)?.set(&ct.name.to_string(), &column);
     Ok(())
@@ -168,7 +167,7 @@ pub fn registry(ctx: &SessionContext) -> Result<Arc<TimestampRegistry>> {
         .config()
         .get_extension::<TimestampRegistry>()
         .ok_or_else(|| {
-            DataFusionError::Plan("tsjoin is not enabled on this SessionContext".into())
+            plan_datafusion_err!("tsjoin is not enabled on this SessionContext")
         })
 }
 
@@ -192,7 +191,7 @@ pub async fn plan_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<LogicalPlan
 pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
     let statements = parse_sql(ctx, sql).await?;
     if statements.is_empty() {
-        return Err(DataFusionError::Plan("no SQL statement given".into()));
+        return Err(plan_datafusion_err!("no SQL statement given"));
     }
     let mut last = None;
     for st in statements {

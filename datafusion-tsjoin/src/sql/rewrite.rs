@@ -13,7 +13,9 @@
 //! The marker call carries the bounds; `ast.rs` later appends the aggregates.
 
 use crate::window_join::{BoundUnit, Direction};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{
+    DataFusionError, Diagnostic, Result, Span as DfSpan, plan_datafusion_err,
+};
 use sqlparser::dialect::Dialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
@@ -21,18 +23,22 @@ use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
 /// Name of the marker function that carries a WINDOW JOIN's parameters.
 pub const WINDOW_MARKER: &str = "__tsjoin_window";
 
-/// A syntax error at a token, rendered like sqlparser's own errors.
+/// A syntax error at a token, rendered like sqlparser's own errors and
+/// carrying a DataFusion [`Diagnostic`] with the token's span, so tools that
+/// render diagnostics can point at it.
 pub(crate) fn error_at(span: Span, msg: impl AsRef<str>) -> DataFusionError {
-    if span.start.line == 0 {
-        DataFusionError::Plan(msg.as_ref().to_string())
+    let msg = msg.as_ref();
+    let error = if span.start.line == 0 {
+        plan_datafusion_err!("{msg}")
     } else {
-        DataFusionError::Plan(format!(
-            "{} at Line {}, Column {}",
-            msg.as_ref(),
+        plan_datafusion_err!(
+            "{msg} at Line {}, Column {}",
             span.start.line,
             span.start.column
-        ))
-    }
+        )
+    };
+    let span = DfSpan::try_from_sqlparser_span(span);
+    error.with_diagnostic(Diagnostic::new_error(msg, span))
 }
 
 pub(crate) fn word_is(t: &Token, kw: &str) -> bool {

@@ -2,9 +2,10 @@
 //! first/last are read off the lists directly; every other aggregate runs
 //! through DataFusion's `GroupsAccumulator` with one group per left row.
 
-use super::build::{RightIndex, eval_all};
-use super::exec::{AggInput, WindowAgg, WindowAggKind, WindowJoinSpec};
+use super::build::RightIndex;
+use super::eval::eval_all;
 use super::probe::{WindowLists, pair_batch};
+use super::spec::{AggInput, WindowAgg, WindowAggKind, WindowJoinSpec};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
     UInt32Array,

@@ -201,7 +201,7 @@ pub(crate) fn constant_i64(e: &Expr) -> Option<i64> {
 }
 
 /// Nanoseconds per tick of an Arrow time unit.
-pub fn unit_nanos(unit: TimeUnit) -> i64 {
+pub(crate) fn unit_nanos(unit: TimeUnit) -> i64 {
     match unit {
         TimeUnit::Second => 1_000_000_000,
         TimeUnit::Millisecond => 1_000_000,
@@ -211,7 +211,7 @@ pub fn unit_nanos(unit: TimeUnit) -> i64 {
 }
 
 /// The time unit of a designated-timestamp column, or a clear error.
-pub fn timestamp_unit(column: &str, dt: &DataType) -> Result<TimeUnit> {
+pub(crate) fn timestamp_unit(column: &str, dt: &DataType) -> Result<TimeUnit> {
     match dt {
         DataType::Timestamp(u, _) => Ok(*u),
         other => plan_err!(
@@ -220,18 +220,16 @@ pub fn timestamp_unit(column: &str, dt: &DataType) -> Result<TimeUnit> {
     }
 }
 
-/// Converts a bound value written in `unit` into ticks of the common unit
-/// (`common_nanos` per tick). Raw values are in the left unit (`left_nanos`).
-/// Sub-tick remainders are truncated toward zero, as QuestDB does when it
-/// converts a bound to the table resolution.
-pub fn bound_to_ticks(
+/// Converts a bound value of `unit_nanos` nanoseconds per unit into ticks
+/// of `common_nanos` nanoseconds. Sub-tick remainders are truncated toward
+/// zero, as QuestDB does when it converts a bound to the table resolution;
+/// `None` on overflow.
+pub(crate) fn bound_to_ticks(
     value: i64,
-    unit: BoundUnit,
-    left_nanos: i64,
+    unit_nanos: i64,
     common_nanos: i64,
 ) -> Option<i64> {
-    let per = unit.nanos().unwrap_or(left_nanos) as i128;
-    let ticks = value as i128 * per / common_nanos as i128;
+    let ticks = value as i128 * unit_nanos as i128 / common_nanos as i128;
     i64::try_from(ticks).ok()
 }
 
@@ -251,21 +249,19 @@ mod tests {
 
     #[test]
     fn bounds_convert_to_common_ticks() {
+        let ns = |u: BoundUnit| u.nanos().unwrap();
         // 1 second in microsecond ticks
         assert_eq!(
-            bound_to_ticks(1, BoundUnit::Second, 1_000, 1_000),
+            bound_to_ticks(1, ns(BoundUnit::Second), 1_000),
             Some(1_000_000)
         );
         // raw 5 in a millisecond left table, compared in nanoseconds
-        assert_eq!(
-            bound_to_ticks(5, BoundUnit::Raw, 1_000_000, 1),
-            Some(5_000_000)
-        );
+        assert_eq!(bound_to_ticks(5, 1_000_000, 1), Some(5_000_000));
         // 1500 ns in microsecond ticks truncates
         assert_eq!(
-            bound_to_ticks(1500, BoundUnit::Nanosecond, 1_000, 1_000),
+            bound_to_ticks(1500, ns(BoundUnit::Nanosecond), 1_000),
             Some(1)
         );
-        assert_eq!(bound_to_ticks(i64::MAX, BoundUnit::Day, 1, 1), None);
+        assert_eq!(bound_to_ticks(i64::MAX, ns(BoundUnit::Day), 1), None);
     }
 }

@@ -7,7 +7,7 @@
 //!    ([`Piece`]: timestamps, key group ids from one shared interner,
 //!    per-group counts, aggregate arguments), overlapping with the scan;
 //! 2. [`assemble`] places the rows with a counting sort by group, in
-//!    parallel over shares of the input ([`super::place`]). When every
+//!    parallel over shares of the input (`place.rs`). When every
 //!    piece is time-ordered and the pieces' time ranges follow each other
 //!    (files split by time, the usual layout) the result is already ordered
 //!    inside each group and the fast columns are placed the same way;
@@ -18,30 +18,33 @@
 //! Rows are numbered piece after piece (right partition order), each piece
 //! in its input order; that number breaks timestamp ties.
 
-use super::bounds::{Prevailing, unit_nanos};
-use super::exec::{AggInput, WindowJoinSpec};
-use super::fast::{ColumnSpec, ColumnType, FastAgg, FastColumn, FastPlan, Placed};
-pub(crate) use super::keys::KeyIndex;
+use super::bounds::Prevailing;
+use super::eval::{eval_all, eval_ticks};
+use super::fast::column::{ColumnSpec, ColumnType, FastColumn, Placed};
+use super::fast::{FastAgg, FastPlan};
+use super::keys::KeyIndex;
 use super::par::{for_group_ranges, par_each};
-use super::place::{Placement, gather_column, gather_flags};
-use super::probe::{constant_offset, longest_window};
+use super::place::{
+    NO_GROUP, Piece, Placement, Span, gather_column, gather_flags, layout,
+};
+use super::search::longest_window;
+use super::spec::{AggInput, WindowJoinSpec};
 use crate::kernels::KernelSet;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_empty_array,
+    Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_empty_array,
 };
-use datafusion::arrow::compute::{
-    cast, concat, concat_batches, filter_record_batch, kernels::numeric::mul, take,
-};
+use datafusion::arrow::compute::{concat, concat_batches, filter_record_batch, take};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_plan::{
-    ExecutionPlan, ExecutionPlanProperties, PhysicalExpr, SendableRecordBatchStream,
+    ExecutionPlan, ExecutionPlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 /// Right rows in `(key, ts, row)` order. Positions index `ts` and `order`;
 /// `order[pos]` is the row (of `batch` and `agg_values`) at that position.
@@ -96,75 +99,16 @@ impl RightIndex {
     pub(crate) fn num_positions(&self) -> usize {
         self.ts.len()
     }
-}
 
-/// Evaluates a designated-timestamp expression and returns its values as
-/// ticks of the common unit (`factor` common ticks per input tick).
-pub(crate) fn eval_ticks(
-    expr: &Arc<dyn PhysicalExpr>,
-    batch: &RecordBatch,
-    factor: i64,
-) -> Result<Int64Array> {
-    let array = expr.evaluate(batch)?.into_array(batch.num_rows())?;
-    let raw = cast(&array, &DataType::Int64)?;
-    let raw = raw.as_primitive::<Int64Type>();
-    if factor == 1 {
-        return Ok(raw.clone());
+    /// Bytes reserved in the memory pool for this index.
+    pub(crate) fn reserved_bytes(&self) -> usize {
+        self._reservation.size()
     }
-    let scaled = mul(raw, &Int64Array::new_scalar(factor)).map_err(|e| {
-        DataFusionError::Execution(format!(
-            "timestamp out of range when converting to a finer unit for the WINDOW JOIN: {e}"
-        ))
-    })?;
-    Ok(scaled.as_primitive::<Int64Type>().clone())
 }
-
-/// Evaluates expressions over a batch into arrays.
-pub(crate) fn eval_all(
-    exprs: &[Arc<dyn PhysicalExpr>],
-    batch: &RecordBatch,
-) -> Result<Vec<ArrayRef>> {
-    exprs
-        .iter()
-        .map(|e| e.evaluate(batch)?.into_array(batch.num_rows()))
-        .collect()
-}
-
-/// Group id of rows that belong to no group (NULL timestamp).
-pub(super) const NO_GROUP: u32 = u32::MAX;
 
 /// Key → group id for the whole build: one global [`KeyIndex`] behind a
 /// lock, fed by the pieces only with keys they have not seen before.
 type SharedKeys = Arc<Mutex<KeyIndex>>;
-
-/// One right partition, reduced batch by batch.
-#[derive(Default)]
-pub(super) struct Piece {
-    /// Rows that passed the right filter, NULL timestamps included.
-    pub rows: usize,
-    /// Timestamp per row (0 where NULL).
-    pub ts: Vec<i64>,
-    /// Global group per row ([`NO_GROUP`] where the timestamp is NULL).
-    pub gid: Vec<u32>,
-    /// Per aggregate and argument, the evaluated arrays of each batch.
-    values: Vec<Vec<Vec<ArrayRef>>>,
-    /// The batches themselves, when pairs are evaluated.
-    batches: Vec<RecordBatch>,
-    /// What each batch's rows hold, in order (span `i` is batch `i`).
-    pub spans: Vec<Span>,
-}
-
-/// Consecutive rows of one piece and what their timestamps look like.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Span {
-    /// First row (of the piece) and number of rows.
-    pub start: usize,
-    pub rows: usize,
-    /// Timestamps with a value are non-decreasing in row order.
-    sorted: bool,
-    /// Smallest and largest timestamp (`None`: no row has one).
-    range: Option<(i64, i64)>,
-}
 
 /// Reduces one right partition into a [`Piece`].
 async fn reduce_partition(
@@ -194,7 +138,7 @@ async fn reduce_partition(
     // This partition's own interner, and where its ids live globally: the
     // shared lock is taken only for keys new to this partition.
     let mut local = match &keys {
-        Some(k) => Some(k.lock().expect("key index lock").empty_like()?),
+        Some(k) => Some(k.lock().empty_like()?),
         None => None,
     };
     let mut to_global: Vec<u32> = vec![];
@@ -205,7 +149,7 @@ async fn reduce_partition(
             batch = filter_record_batch(&batch, mask.as_boolean())?;
         }
         let n = batch.num_rows();
-        let ts = eval_ticks(&spec.right_ts, &batch, spec.right_factor())?;
+        let ts = eval_ticks(&spec.right_ts, &batch, spec.scale.right_factor())?;
         let mut size = n * 12;
         let ids = match (&mut local, &keys) {
             (Some(local), Some(shared)) => {
@@ -308,7 +252,7 @@ fn new_globals(
         .iter()
         .map(|k| Ok(take(k.as_ref(), &rows, None)?))
         .collect::<Result<Vec<_>>>()?;
-    shared.lock().expect("key index lock").intern(&taken)
+    shared.lock().intern(&taken)
 }
 
 /// Drains every partition of `right` (in parallel, one task each) and builds
@@ -358,13 +302,14 @@ pub(crate) async fn build_right_index(
                 .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??,
         );
     }
-    let keys = keys.map(|k| {
-        Arc::try_unwrap(k)
-            .ok()
-            .expect("pieces done")
-            .into_inner()
-            .expect("key index lock")
-    });
+    // Every task has ended, so the key index is no longer shared.
+    let keys = keys
+        .map(|k| {
+            Arc::try_unwrap(k).map(Mutex::into_inner).map_err(|_| {
+                internal_datafusion_err!("WINDOW JOIN key index still shared")
+            })
+        })
+        .transpose()?;
     let task = SpawnedTask::spawn_blocking(move || {
         assemble(
             pieces,
@@ -571,78 +516,10 @@ fn window_rows_bound(
     offsets: &[u32],
     threads: usize,
 ) -> Option<usize> {
-    let nanos = unit_nanos(spec.left_unit);
-    let lo = constant_offset(&spec.lo, nanos, spec.common_nanos())?;
-    let hi = constant_offset(&spec.hi, nanos, spec.common_nanos())?;
+    let lo = spec.lo.constant_offset()?;
+    let hi = spec.hi.constant_offset()?;
     let prevailing = usize::from(spec.prevailing == Prevailing::Include);
     Some(longest_window(ts, offsets, hi.saturating_sub(lo).max(0), threads) + prevailing)
-}
-
-/// Consecutive rows of one piece, laid out together.
-#[derive(Debug, Clone)]
-pub(super) struct Unit {
-    pub piece: usize,
-    /// Rows of the piece: whole spans.
-    pub rows: std::ops::Range<usize>,
-}
-
-/// The order to lay rows out in, as units, and whether that order leaves
-/// every group sorted by `(ts, row)`. It does when every batch is
-/// time-ordered and, taken by their first timestamps, each batch ends
-/// before the next begins (or at the same instant, with lower row numbers
-/// first): files split by time, however the scan dealt them to partitions.
-/// Consecutive batches of one piece merge into one unit. Otherwise each
-/// piece is one unit, in piece order, and the groups need sorting.
-fn layout(pieces: &[Piece]) -> (Vec<Unit>, bool) {
-    let mut spans: Vec<(i64, usize, usize)> = vec![]; // (first ts, piece, span)
-    for (p, piece) in pieces.iter().enumerate() {
-        for (i, s) in piece.spans.iter().enumerate() {
-            if let Some((lo, _)) = s.range {
-                spans.push((lo, p, i));
-            }
-        }
-    }
-    spans.sort_unstable();
-    let chained = spans.iter().all(|&(_, p, i)| pieces[p].spans[i].sorted)
-        && spans.windows(2).all(|w| {
-            let end = pieces[w[0].1].spans[w[0].2].range.expect("has rows").1;
-            let next = w[1].0;
-            end < next || (end == next && (w[0].1, w[0].2) < (w[1].1, w[1].2))
-        });
-    if !chained {
-        let units = pieces
-            .iter()
-            .enumerate()
-            .map(|(p, piece)| Unit {
-                piece: p,
-                rows: 0..piece.rows,
-            })
-            .collect();
-        return (units, false);
-    }
-    let mut units: Vec<Unit> = vec![];
-    for (_, p, i) in spans {
-        let s = &pieces[p].spans[i];
-        match units.last_mut() {
-            Some(u) if u.piece == p && u.rows.end == s.start => {
-                u.rows.end = s.start + s.rows
-            }
-            _ => units.push(Unit {
-                piece: p,
-                rows: s.start..s.start + s.rows,
-            }),
-        }
-    }
-    // Batches without timestamps hold no positions but still have rows.
-    for (p, piece) in pieces.iter().enumerate() {
-        for s in piece.spans.iter().filter(|s| s.range.is_none()) {
-            units.push(Unit {
-                piece: p,
-                rows: s.start..s.start + s.rows,
-            });
-        }
-    }
-    (units, true)
 }
 
 /// Concatenates the per-batch parts of one array (empty input: an empty array).

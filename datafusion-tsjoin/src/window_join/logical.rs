@@ -9,6 +9,37 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
+/// Which side(s) of the join an expression reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// No columns at all (a constant)
+    None,
+    /// Left columns only
+    Left,
+    /// Right columns only
+    Right,
+    /// Both
+    Both,
+}
+
+/// The side(s) whose columns `expr` references.
+pub(crate) fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Side {
+    let (mut l, mut r) = (false, false);
+    for c in expr.column_refs() {
+        if left.has_column(c) {
+            l = true;
+        } else if right.has_column(c) {
+            r = true;
+        }
+    }
+    match (l, r) {
+        (false, false) => Side::None,
+        (true, false) => Side::Left,
+        (false, true) => Side::Right,
+        (true, true) => Side::Both,
+    }
+}
+
 /// A WINDOW JOIN: for every left row, aggregates over the right rows with an
 /// equal key whose timestamp lies in `[ts + lo, ts + hi]` (both inclusive),
 /// plus the prevailing row under [`Prevailing::Include`].

@@ -6,35 +6,47 @@
 //!
 //! ```text
 //! SQL ── sql::rewrite ──▶ WindowJoinNode ── WindowJoinPlanner ──▶ WindowJoinExec
-//!                        (logical.rs)       (planner.rs)          (exec.rs, stream.rs,
-//!                                                                  build.rs, place.rs, probe.rs,
-//!                                                                  aggregate.rs, fast/)
+//!                         (logical.rs,       (planner.rs: bounds    (exec.rs, stream.rs)
+//!                          bounds.rs)         resolved into spec.rs)
+//! ```
+//!
+//! Execution reads one way, each file using only the ones below it:
+//!
+//! ```text
+//! exec.rs ─▶ stream.rs ─▶ build.rs (right index) ─▶ place.rs, keys.rs, fast/column.rs
+//!                     ├─▶ probe.rs, aggregate.rs  (general path)
+//!                     └─▶ fast/probe.rs            (per-key buffers, kernels)
+//! shared by all: spec.rs (what to compute), metrics.rs, eval.rs, search.rs, par.rs
 //! ```
 
 mod aggregate;
 mod bounds;
 mod build;
+mod eval;
 mod exec;
 mod fast;
 mod keys;
 mod logical;
+mod metrics;
 mod par;
 mod place;
 mod planner;
 mod probe;
 mod pushdown;
+mod search;
+mod spec;
 mod stream;
 
-pub(crate) use bounds::constant_i64;
-pub use bounds::{
-    BoundUnit, Direction, Prevailing, WindowBound, timestamp_unit, unit_nanos,
-};
-pub use exec::{
-    AggInput, DEFAULT_MIN_MAX_TABLE_MIN, DEFAULT_SUM_PREFIX_MIN, PhysicalBound,
-    WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinSettings, WindowJoinSpec,
-};
-pub use fast::FastPlan;
+pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound};
+pub use exec::WindowJoinExec;
 pub use logical::WindowJoinNode;
-pub(crate) use planner::{Side, side_of};
 pub use planner::{TsJoinQueryPlanner, WindowJoinPlanner};
 pub use pushdown::PushDownWindowJoinFilter;
+pub use spec::{
+    AggInput, PhysicalBound, TimeScale, WindowAgg, WindowAggKind, WindowJoinSettings,
+    WindowJoinSpec,
+};
+
+pub(crate) use bounds::{constant_i64, timestamp_unit, unit_nanos};
+pub(crate) use logical::{Side, side_of};
+pub(crate) use spec::{DEFAULT_MIN_MAX_TABLE_MIN, DEFAULT_SUM_PREFIX_MIN};

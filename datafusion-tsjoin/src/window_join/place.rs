@@ -1,8 +1,9 @@
-//! Placing the right rows in position order: a counting sort by key group,
-//! in parallel over shares of the input.
+//! The pieces the build reduces each right partition to ([`Piece`]), and
+//! their placement in position order: a counting sort by key group, in
+//! parallel over shares of the input.
 //!
 //! The input is a list of units (consecutive rows of one piece, see
-//! `build::layout`) dealt into shares of consecutive units, one thread
+//! [`layout`]) dealt into shares of consecutive units, one thread
 //! each. Every share owns one run of each group's positions, shares in
 //! order, so each thread writes only its own runs and rows keep unit order
 //! inside a group; no row → position array is needed. The same split
@@ -10,12 +11,112 @@
 //! fast column's values ([`Placement::column`]), one pass over the rows
 //! each.
 
-use super::build::{NO_GROUP, Piece, Unit};
 use super::par::{cuts, par_each, par_fill, par_map, split_at_cuts};
-use datafusion::arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, RecordBatch,
+};
 use datafusion::arrow::compute::cast;
 use datafusion::common::{DataFusionError, Result};
 use std::ops::Range;
+
+/// Group id of rows that belong to no group (NULL timestamp).
+pub(super) const NO_GROUP: u32 = u32::MAX;
+
+/// One right partition, reduced batch by batch.
+#[derive(Default)]
+pub(super) struct Piece {
+    /// Rows that passed the right filter, NULL timestamps included.
+    pub rows: usize,
+    /// Timestamp per row (0 where NULL).
+    pub ts: Vec<i64>,
+    /// Global group per row ([`NO_GROUP`] where the timestamp is NULL).
+    pub gid: Vec<u32>,
+    /// Per aggregate and argument, the evaluated arrays of each batch.
+    pub values: Vec<Vec<Vec<ArrayRef>>>,
+    /// The batches themselves, when pairs are evaluated.
+    pub batches: Vec<RecordBatch>,
+    /// What each batch's rows hold, in order (span `i` is batch `i`).
+    pub spans: Vec<Span>,
+}
+
+/// Consecutive rows of one piece and what their timestamps look like.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Span {
+    /// First row (of the piece) and number of rows.
+    pub start: usize,
+    pub rows: usize,
+    /// Timestamps with a value are non-decreasing in row order.
+    pub sorted: bool,
+    /// Smallest and largest timestamp (`None`: no row has one).
+    pub range: Option<(i64, i64)>,
+}
+
+/// Consecutive rows of one piece, laid out together.
+#[derive(Debug, Clone)]
+pub(super) struct Unit {
+    pub piece: usize,
+    /// Rows of the piece: whole spans.
+    pub rows: std::ops::Range<usize>,
+}
+
+/// The order to lay rows out in, as units, and whether that order leaves
+/// every group sorted by `(ts, row)`. It does when every batch is
+/// time-ordered and, taken by their first timestamps, each batch ends
+/// before the next begins (or at the same instant, with lower row numbers
+/// first): files split by time, however the scan dealt them to partitions.
+/// Consecutive batches of one piece merge into one unit. Otherwise each
+/// piece is one unit, in piece order, and the groups need sorting.
+pub(super) fn layout(pieces: &[Piece]) -> (Vec<Unit>, bool) {
+    let mut spans: Vec<(i64, usize, usize)> = vec![]; // (first ts, piece, span)
+    for (p, piece) in pieces.iter().enumerate() {
+        for (i, s) in piece.spans.iter().enumerate() {
+            if let Some((lo, _)) = s.range {
+                spans.push((lo, p, i));
+            }
+        }
+    }
+    spans.sort_unstable();
+    let chained = spans.iter().all(|&(_, p, i)| pieces[p].spans[i].sorted)
+        && spans.windows(2).all(|w| {
+            let end = pieces[w[0].1].spans[w[0].2].range.expect("has rows").1;
+            let next = w[1].0;
+            end < next || (end == next && (w[0].1, w[0].2) < (w[1].1, w[1].2))
+        });
+    if !chained {
+        let units = pieces
+            .iter()
+            .enumerate()
+            .map(|(p, piece)| Unit {
+                piece: p,
+                rows: 0..piece.rows,
+            })
+            .collect();
+        return (units, false);
+    }
+    let mut units: Vec<Unit> = vec![];
+    for (_, p, i) in spans {
+        let s = &pieces[p].spans[i];
+        match units.last_mut() {
+            Some(u) if u.piece == p && u.rows.end == s.start => {
+                u.rows.end = s.start + s.rows
+            }
+            _ => units.push(Unit {
+                piece: p,
+                rows: s.start..s.start + s.rows,
+            }),
+        }
+    }
+    // Batches without timestamps hold no positions but still have rows.
+    for (p, piece) in pieces.iter().enumerate() {
+        for s in piece.spans.iter().filter(|s| s.range.is_none()) {
+            units.push(Unit {
+                piece: p,
+                rows: s.start..s.start + s.rows,
+            });
+        }
+    }
+    (units, true)
+}
 
 /// Values by position, and NULL flags by position when there are NULLs.
 pub(crate) type ByPosition<N> = (Vec<N>, Option<Vec<bool>>);

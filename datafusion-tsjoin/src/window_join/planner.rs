@@ -1,12 +1,14 @@
 //! Physical planning of [`WindowJoinNode`] into [`WindowJoinExec`].
 
-use super::bounds::timestamp_unit;
-use super::exec::{
-    AggInput, PhysicalBound, WindowAgg, WindowAggKind, WindowJoinExec,
-    WindowJoinSettings, WindowJoinSpec,
+use super::bounds::{WindowBound, timestamp_unit};
+use super::exec::WindowJoinExec;
+use super::logical::{Side, WindowJoinNode, side_of};
+use super::spec::{
+    AggInput, PhysicalBound, TimeScale, WindowAgg, WindowAggKind, WindowJoinSettings,
+    WindowJoinSpec,
 };
-use super::logical::WindowJoinNode;
 use crate::config::TsJoinOptions;
+use crate::functions::{KnownAggregate, Position};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::catalog::Session;
@@ -18,48 +20,16 @@ use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::{
     Expr, ExprSchemable, LogicalPlan, UserDefinedLogicalNode,
 };
+use datafusion::physical_expr::aggregate::{LoweredAggregate, LoweredAggregateBuilder};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
-#[allow(deprecated)]
 use datafusion::physical_planner::{
     DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner,
-    create_aggregate_expr_and_maybe_filter,
 };
 use std::sync::Arc;
 
 /// Plans [`WindowJoinNode`]s; install it with [`TsJoinQueryPlanner`].
 #[derive(Debug, Default)]
 pub struct WindowJoinPlanner;
-
-/// Which side(s) of the join an expression reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
-    /// No columns at all (a constant)
-    None,
-    /// Left columns only
-    Left,
-    /// Right columns only
-    Right,
-    /// Both
-    Both,
-}
-
-/// The side(s) whose columns `expr` references.
-pub(crate) fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Side {
-    let (mut l, mut r) = (false, false);
-    for c in expr.column_refs() {
-        if left.has_column(c) {
-            l = true;
-        } else if right.has_column(c) {
-            r = true;
-        }
-    }
-    match (l, r) {
-        (false, false) => Side::None,
-        (true, false) => Side::Left,
-        (false, true) => Side::Right,
-        (true, true) => Side::Both,
-    }
-}
 
 #[async_trait]
 impl ExtensionPlanner for WindowJoinPlanner {
@@ -100,12 +70,15 @@ impl ExtensionPlanner for WindowJoinPlanner {
             &node.right_ts.to_string(),
             &node.right_ts.get_type(rschema)?,
         )?;
-        let bound = |b: &super::bounds::WindowBound| -> Result<PhysicalBound> {
-            Ok(PhysicalBound {
-                value: phys(&b.value, lschema)?,
-                unit: b.unit,
-                direction: b.direction,
-            })
+        // Bounds are resolved against the timestamps' units here, once.
+        let scale = TimeScale::new(left_unit, right_unit);
+        let bound = |b: &WindowBound| -> Result<PhysicalBound> {
+            Ok(PhysicalBound::new(
+                phys(&b.value, lschema)?,
+                b.unit,
+                b.direction,
+                &scale,
+            ))
         };
 
         let (mut lf, mut rf, mut pf) = (vec![], vec![], vec![]);
@@ -138,11 +111,18 @@ impl ExtensionPlanner for WindowJoinPlanner {
                 AggInput::Right => (rschema, rschema.as_arrow().clone()),
                 AggInput::Pair => (&joined, pair_physical.clone()),
             };
-            let name = func.name().to_ascii_lowercase();
+            let known = KnownAggregate::of(func);
             let simple =
                 !params.distinct && params.filter.is_none() && params.order_by.is_empty();
-            let kind_and_args = match name.as_str() {
-                "count"
+            let one_float_arg = || -> Result<bool> {
+                Ok(params.args.len() == 1
+                    && matches!(
+                        params.args[0].get_type(ls)?,
+                        DataType::Float32 | DataType::Float64
+                    ))
+            };
+            let kind_and_args = match known {
+                Some(KnownAggregate::Count)
                     if simple
                         && params.args.iter().all(
                             |a| matches!(a, Expr::Literal(v, _) if !v.is_null()),
@@ -150,40 +130,34 @@ impl ExtensionPlanner for WindowJoinPlanner {
                 {
                     Some((WindowAggKind::CountStar, vec![]))
                 }
-                "first" | "last" | "first_not_null" | "last_not_null"
+                Some(KnownAggregate::Positional(p))
                     if simple && params.args.len() == 1 =>
                 {
-                    let kind = match name.as_str() {
-                        "first" => WindowAggKind::First,
-                        "last" => WindowAggKind::Last,
-                        "first_not_null" => WindowAggKind::FirstNotNull,
-                        _ => WindowAggKind::LastNotNull,
+                    let kind = match p {
+                        Position::First => WindowAggKind::First,
+                        Position::Last => WindowAggKind::Last,
+                        Position::FirstNotNull => WindowAggKind::FirstNotNull,
+                        Position::LastNotNull => WindowAggKind::LastNotNull,
                     };
                     Some((kind, vec![phys(&params.args[0], ls)?]))
                 }
-                "min" | "max"
-                    if simple
-                        && params.args.len() == 1
-                        && matches!(
-                            params.args[0].get_type(ls)?,
-                            DataType::Float32 | DataType::Float64
-                        ) =>
-                {
-                    let kind = if name == "min" {
-                        WindowAggKind::MinFloat
-                    } else {
-                        WindowAggKind::MaxFloat
-                    };
-                    Some((kind, vec![phys(&params.args[0], ls)?]))
+                Some(KnownAggregate::Min) if simple && one_float_arg()? => {
+                    Some((WindowAggKind::MinFloat, vec![phys(&params.args[0], ls)?]))
+                }
+                Some(KnownAggregate::Max) if simple && one_float_arg()? => {
+                    Some((WindowAggKind::MaxFloat, vec![phys(&params.args[0], ls)?]))
                 }
                 _ => None,
             };
             let (kind, args) = match kind_and_args {
                 Some(k) => k,
                 None => {
-                    #[allow(deprecated)]
-                    let (expr, filter, order) =
-                        create_aggregate_expr_and_maybe_filter(agg, ls, &ps, props)?;
+                    let LoweredAggregate {
+                        aggregate: expr,
+                        filter,
+                        order_bys: order,
+                    } = LoweredAggregateBuilder::new(agg, ls, &ps, props, planning_ctx)
+                        .build()?;
                     if filter.is_some() {
                         return not_impl_err!(
                             "FILTER (WHERE ...) on a WINDOW JOIN aggregate is not supported: {agg}"
@@ -212,10 +186,9 @@ impl ExtensionPlanner for WindowJoinPlanner {
             right_keys,
             left_ts,
             right_ts,
-            left_unit,
-            right_unit,
             lo: bound(&node.lo)?,
             hi: bound(&node.hi)?,
+            scale,
             prevailing: node.prevailing,
             left_filter: opt(lf, lschema)?,
             right_filter: opt(rf, rschema)?,

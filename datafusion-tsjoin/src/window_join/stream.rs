@@ -1,12 +1,14 @@
 //! The output stream of one left partition: left batches flow through a
-//! bounded pool of tasks (parallel, order-preserving) once the shared right
-//! index is built.
+//! pool of tasks (parallel, order-preserving, bounded over all partitions)
+//! once the shared right index is built.
 
 use super::aggregate::aggregate_lists;
 use super::build::{RightIndex, build_right_index};
-use super::exec::{WindowJoinExec, WindowJoinSettings, WindowJoinSpec};
-use super::fast::{FastPlan, probe_batch};
+use super::fast::FastPlan;
+use super::fast::probe::probe_batch;
+use super::metrics::WindowJoinMetrics;
 use super::probe::{RowWindow, contiguous_lists, filtered_lists, row_windows};
+use super::spec::{WindowJoinSettings, WindowJoinSpec};
 use crate::kernels::KernelSet;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat;
@@ -15,65 +17,99 @@ use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryConsumer;
-use datafusion::physical_plan::SendableRecordBatchStream;
-use datafusion::physical_plan::metrics::{BaselineMetrics, Count, MetricBuilder, Time};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{OnceCell, Semaphore};
 
 /// Upper bound on list entries materialised at once per task; a left batch
 /// whose windows hold more is aggregated in several runs of rows.
 const MAX_ENTRIES_PER_RUN: usize = 1 << 20;
 
-/// What a task needs besides the batch.
-struct Probe {
+/// What an operator instance's partitions share while it runs: the right
+/// index, built once by whichever partition gets there first, and the pool
+/// of permits that bounds the left batches joined at once over all
+/// partitions. A new instance (`reset_state`, `replace_children`) starts
+/// with a fresh one, so a re-executed recursive query rebuilds its index.
+#[derive(Debug)]
+pub(super) struct SharedState {
+    right_index: OnceCell<Arc<RightIndex>>,
+    in_flight: Arc<Semaphore>,
+}
+
+impl SharedState {
+    /// Fresh state whose pool lets `workers` left batches be joined at once.
+    pub(super) fn new(workers: usize) -> Self {
+        Self {
+            right_index: OnceCell::new(),
+            in_flight: Arc::new(Semaphore::new(workers.max(1))),
+        }
+    }
+}
+
+/// Everything one left partition's stream needs.
+pub(super) struct StreamArgs {
+    /// The partition's left input.
+    pub left: SendableRecordBatchStream,
+    /// The right input, drained once into the shared index.
+    pub right: Arc<dyn ExecutionPlan>,
+    pub spec: Arc<WindowJoinSpec>,
+    pub fast: Option<Arc<FastPlan>>,
+    pub kernels: KernelSet,
+    pub settings: WindowJoinSettings,
+    /// Output schema: left columns, then one per aggregate.
+    pub schema: SchemaRef,
+    pub shared: Arc<SharedState>,
+    pub metrics: WindowJoinMetrics,
+    pub context: Arc<TaskContext>,
+}
+
+/// Joins one left batch at a time against the built index.
+struct BatchJoiner {
     spec: Arc<WindowJoinSpec>,
     index: Arc<RightIndex>,
     out_schema: SchemaRef,
+    /// `left ++ right`: what pair filters and pair aggregates read.
     pair_schema: SchemaRef,
-    join_time: Time,
+    metrics: WindowJoinMetrics,
     fast: Option<Arc<FastPlan>>,
     kernels: KernelSet,
     settings: WindowJoinSettings,
 }
 
-pub(crate) fn window_join_stream(
-    exec: &WindowJoinExec,
-    partition: usize,
-    context: Arc<TaskContext>,
-) -> Result<SendableRecordBatchStream> {
-    let left_stream = exec.left.execute(partition, Arc::clone(&context))?;
-    let out_schema = Arc::clone(&exec.schema);
+/// The output stream of one left partition: waits for the shared right
+/// index (building it if no partition has yet), then joins left batches in
+/// parallel tasks and emits them in input order.
+pub(super) fn window_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
+    let StreamArgs {
+        left,
+        right,
+        spec,
+        fast,
+        kernels,
+        settings,
+        schema,
+        shared,
+        metrics,
+        context,
+    } = args;
     let pair_schema = Arc::new(Schema::new(
-        exec.left
-            .schema()
+        left.schema()
             .fields()
             .iter()
-            .chain(exec.right.schema().fields().iter())
+            .chain(right.schema().fields().iter())
             .cloned()
             .collect::<Vec<_>>(),
     ));
-    let baseline = BaselineMetrics::new(&exec.metrics, partition);
-    let build_time: Time =
-        MetricBuilder::new(&exec.metrics).subset_time("build_time", partition);
-    // The join work is this operator's own compute time.
-    let join_time: Time = baseline.elapsed_compute().clone();
-    let right_rows: Count =
-        MetricBuilder::new(&exec.metrics).counter("right_rows", partition);
-
-    let cell = Arc::clone(&exec.right_index);
-    let right = Arc::clone(&exec.right);
-    let spec = Arc::clone(&exec.spec);
-    let workers = exec.settings.workers;
-    let fast = exec.fast.clone();
-    let kernels = exec.kernels;
-    let settings = exec.settings;
-    let schema = Arc::clone(&out_schema);
-
+    let out_schema = Arc::clone(&schema);
+    let output_metrics = metrics.baseline.clone();
     let stream = stream::once(async move {
-        let index = cell
+        let index = shared
+            .right_index
             .get_or_try_init(|| async {
-                let _timer = build_time.timer();
+                let _timer = metrics.build_time.timer();
                 let reservation = MemoryConsumer::new("WindowJoinExec[right index]")
                     .register(context.memory_pool());
                 let index = build_right_index(
@@ -86,46 +122,74 @@ pub(crate) fn window_join_stream(
                     settings.workers,
                 )
                 .await?;
-                right_rows.add(index.num_positions());
+                metrics.build_input_rows.add(index.num_positions());
+                metrics.build_mem_used.set(index.reserved_bytes());
                 Ok::<_, DataFusionError>(Arc::new(index))
             })
             .await?
             .clone();
-        let probe = Arc::new(Probe {
+        let workers = settings.workers;
+        let permits = Arc::clone(&shared.in_flight);
+        let joiner = Arc::new(BatchJoiner {
             spec,
             index,
             out_schema,
             pair_schema,
-            join_time,
+            metrics,
             fast,
             kernels,
             settings,
         });
-        let batches = left_stream
-            .map(move |batch| {
-                let probe = Arc::clone(&probe);
-                // Spawned so batches run in parallel; dropping the stream
-                // aborts the tasks.
-                let task = SpawnedTask::spawn(async move { probe.run(batch?) });
+        let batches = left
+            .then(move |batch| {
+                let joiner = Arc::clone(&joiner);
+                let permits = Arc::clone(&permits);
                 async move {
-                    task.join()
-                        .await
-                        .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+                    // A permit of the operator's pool, shared by all left
+                    // partitions, bounds the batches joined at once in
+                    // total (not per partition); it is released when the
+                    // task ends, so finished batches waiting to be emitted
+                    // hold none.
+                    let permit = permits.acquire_owned().await;
+                    // Spawned so batches run in parallel; dropping the
+                    // stream aborts the tasks.
+                    SpawnedTask::spawn(async move {
+                        let _permit = permit;
+                        joiner.join(batch?)
+                    })
                 }
+            })
+            .map(|task| async move {
+                task.join()
+                    .await
+                    .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
             })
             .buffered(workers);
         Ok::<_, DataFusionError>(batches)
     })
     .try_flatten()
-    .inspect_ok(move |b| baseline.record_output(b.num_rows()));
-    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    .inspect_ok(move |b| output_metrics.record_output(b.num_rows()));
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
 
-impl Probe {
+impl BatchJoiner {
     /// Joins one left batch: windows, then aggregates in runs of rows that
     /// keep the materialised lists bounded.
-    fn run(&self, left: RecordBatch) -> Result<RecordBatch> {
-        let _timer = self.join_time.timer();
+    fn join(&self, left: RecordBatch) -> Result<RecordBatch> {
+        self.metrics.input_batches.add(1);
+        self.metrics.input_rows.add(left.num_rows());
+        let start = Instant::now();
+        let out = self.join_batch(left);
+        let elapsed = start.elapsed();
+        self.metrics.join_time.add_duration(elapsed);
+        self.metrics
+            .baseline
+            .elapsed_compute()
+            .add_duration(elapsed);
+        out
+    }
+
+    fn join_batch(&self, left: RecordBatch) -> Result<RecordBatch> {
         if let Some(plan) = &self.fast {
             let arrays = probe_batch(
                 plan,

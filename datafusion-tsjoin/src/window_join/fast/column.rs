@@ -1,11 +1,35 @@
 //! [`FastColumn`]: one aggregate argument laid out in the right index's
 //! position order, with what its aggregates read per window.
 
-use super::{ColumnSpec, ColumnType};
 use crate::kernels::KernelSet;
 use crate::kernels::block_sums::{BLOCK as BLOCK_SUMS, BlockSums, block_sums};
 use crate::kernels::block_table::{BLOCK as BLOCK_TABLE, BlockMinMax, Extreme, combine};
 use crate::window_join::par::{cuts, par_fill, par_ranges};
+
+/// Numeric family of a fast column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ColumnType {
+    /// Only the NULL mask is needed (`count(x)` of any type).
+    NullsOnly,
+    /// Values as `i64`.
+    Int,
+    /// Values as `f64`.
+    Float,
+}
+
+/// One fast column to build: the first argument of aggregate `agg`.
+#[derive(Debug, Clone)]
+pub(crate) struct ColumnSpec {
+    pub agg: usize,
+    pub ty: ColumnType,
+    /// Build prefix sums: wrapping for integers, compensated for floats.
+    pub prefix_sums: bool,
+    /// Build the block min/max table (the column feeds `min` or `max`).
+    pub min_max: bool,
+    /// The argument's text: aggregates over the same expression share
+    /// one column.
+    pub(super) key: String,
+}
 
 /// One aggregate argument in position order. NULL slots hold 0.
 #[derive(Debug, Default)]

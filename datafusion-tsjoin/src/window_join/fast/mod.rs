@@ -17,13 +17,12 @@
 //! `sum`/`avg`/`min`/`max` over Float32/Float64, and first/last
 //! (`_not_null`) over any type. Anything else takes the general path.
 
-mod column;
-mod probe;
+pub(super) mod column;
+pub(super) mod probe;
 
-pub(crate) use column::{FastColumn, Placed};
-pub(crate) use probe::probe_batch;
-
-use super::exec::{AggInput, WindowAggKind, WindowJoinSpec};
+use super::spec::{AggInput, WindowAggKind, WindowJoinSpec};
+use crate::functions::{KnownAggregate, Position};
+use column::{ColumnSpec, ColumnType};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::physical_expr::expressions::Literal;
 use std::sync::Arc;
@@ -46,27 +45,7 @@ pub(crate) enum FastAgg {
     /// `max` over column `.0`.
     Max(usize),
     /// first/last(_not_null) of aggregate `.1`'s argument values.
-    Pick(Pick, usize),
-}
-
-/// Which row a first/last aggregate takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pick {
-    First,
-    Last,
-    FirstNotNull,
-    LastNotNull,
-}
-
-/// Numeric family of a fast column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ColumnType {
-    /// Only the NULL mask is needed (`count(x)` of any type).
-    NullsOnly,
-    /// Values as `i64`.
-    Int,
-    /// Values as `f64`.
-    Float,
+    Pick(Position, usize),
 }
 
 /// What an aggregate needs of its column besides the values.
@@ -77,21 +56,9 @@ enum Build {
     MinMax,
 }
 
-/// One fast column to build: the first argument of aggregate `agg`.
-#[derive(Debug, Clone)]
-pub(crate) struct ColumnSpec {
-    pub agg: usize,
-    pub ty: ColumnType,
-    /// Build prefix sums: wrapping for integers, compensated for floats.
-    pub prefix_sums: bool,
-    /// Build the block min/max table (the column feeds `min` or `max`).
-    pub min_max: bool,
-    key: String,
-}
-
 /// The fast-path plan of a [`WindowJoinSpec`], when it has one.
 #[derive(Debug, Clone)]
-pub struct FastPlan {
+pub(crate) struct FastPlan {
     pub(crate) aggs: Vec<FastAgg>,
     pub(crate) columns: Vec<ColumnSpec>,
 }
@@ -114,13 +81,13 @@ fn is_float(t: &DataType) -> bool {
 impl FastPlan {
     /// The plan for `spec` over a right input of schema `right`, or `None`
     /// when some part of the join needs the general path.
-    pub fn try_new(spec: &WindowJoinSpec, right: &Schema) -> Option<Self> {
+    pub(crate) fn try_new(spec: &WindowJoinSpec, right: &Schema) -> Option<Self> {
         if spec.needs_pairs() {
             return None;
         }
         let constant =
             |e: &Arc<dyn datafusion::physical_plan::PhysicalExpr>| e.is::<Literal>();
-        if !constant(&spec.lo.value) || !constant(&spec.hi.value) {
+        if !constant(spec.lo.value()) || !constant(spec.hi.value()) {
             return None;
         }
         let mut plan = FastPlan {
@@ -138,10 +105,14 @@ impl FastPlan {
             let out_type = agg.field.data_type();
             let fast = match (&agg.kind, arg_type.as_ref()) {
                 (WindowAggKind::CountStar, _) => FastAgg::CountStar,
-                (WindowAggKind::First, _) => FastAgg::Pick(Pick::First, i),
-                (WindowAggKind::Last, _) => FastAgg::Pick(Pick::Last, i),
-                (WindowAggKind::FirstNotNull, _) => FastAgg::Pick(Pick::FirstNotNull, i),
-                (WindowAggKind::LastNotNull, _) => FastAgg::Pick(Pick::LastNotNull, i),
+                (WindowAggKind::First, _) => FastAgg::Pick(Position::First, i),
+                (WindowAggKind::Last, _) => FastAgg::Pick(Position::Last, i),
+                (WindowAggKind::FirstNotNull, _) => {
+                    FastAgg::Pick(Position::FirstNotNull, i)
+                }
+                (WindowAggKind::LastNotNull, _) => {
+                    FastAgg::Pick(Position::LastNotNull, i)
+                }
                 (WindowAggKind::MinFloat, Some(_)) => {
                     FastAgg::Min(plan.column(i, agg, ColumnType::Float, Build::MinMax))
                 }
@@ -151,14 +122,16 @@ impl FastPlan {
                 (WindowAggKind::Accumulate(expr), Some(t))
                     if agg.args.len() == 1 && !expr.is_distinct() =>
                 {
-                    match expr.fun().name().to_ascii_lowercase().as_str() {
-                        "count" => FastAgg::Count(plan.column(
+                    match KnownAggregate::of(expr.fun())? {
+                        KnownAggregate::Count => FastAgg::Count(plan.column(
                             i,
                             agg,
                             ColumnType::NullsOnly,
                             Build::Values,
                         )),
-                        "sum" if is_signed_int(t) && out_type == &DataType::Int64 => {
+                        KnownAggregate::Sum
+                            if is_signed_int(t) && out_type == &DataType::Int64 =>
+                        {
                             FastAgg::SumInt(plan.column(
                                 i,
                                 agg,
@@ -166,7 +139,9 @@ impl FastPlan {
                                 Build::PrefixSums,
                             ))
                         }
-                        "sum" if is_float(t) && out_type == &DataType::Float64 => {
+                        KnownAggregate::Sum
+                            if is_float(t) && out_type == &DataType::Float64 =>
+                        {
                             FastAgg::SumFloat(plan.column(
                                 i,
                                 agg,
@@ -174,7 +149,7 @@ impl FastPlan {
                                 Build::PrefixSums,
                             ))
                         }
-                        "avg" | "mean"
+                        KnownAggregate::Avg
                             if is_float(t) && out_type == &DataType::Float64 =>
                         {
                             FastAgg::Avg(plan.column(
@@ -184,12 +159,12 @@ impl FastPlan {
                                 Build::PrefixSums,
                             ))
                         }
-                        "min" | "max"
+                        fun @ (KnownAggregate::Min | KnownAggregate::Max)
                             if (is_signed_int(t) || is_small_unsigned(t))
                                 && out_type == t =>
                         {
                             let c = plan.column(i, agg, ColumnType::Int, Build::MinMax);
-                            if expr.fun().name().eq_ignore_ascii_case("min") {
+                            if fun == KnownAggregate::Min {
                                 FastAgg::Min(c)
                             } else {
                                 FastAgg::Max(c)
@@ -210,7 +185,7 @@ impl FastPlan {
     fn column(
         &mut self,
         i: usize,
-        agg: &super::exec::WindowAgg,
+        agg: &super::spec::WindowAgg,
         ty: ColumnType,
         build: Build,
     ) -> usize {

@@ -5,12 +5,15 @@
 //! windows of a key share cache lines, the window search gallops from the
 //! previous window, and the results are written back in row order.
 
-use super::{ColumnType, FastAgg, FastPlan, Pick};
+use super::column::ColumnType;
+use super::{FastAgg, FastPlan};
+use crate::functions::Position;
 use crate::kernels::KernelSet;
 use crate::window_join::bounds::Prevailing;
-use crate::window_join::build::{RightIndex, eval_all, eval_ticks};
-use crate::window_join::exec::{WindowJoinSettings, WindowJoinSpec};
-use crate::window_join::probe::{bound_offsets, gallop, interpolate, search_near};
+use crate::window_join::build::RightIndex;
+use crate::window_join::eval::{eval_all, eval_ticks};
+use crate::window_join::search::{gallop, interpolate, search_near};
+use crate::window_join::spec::{WindowJoinSettings, WindowJoinSpec};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, UInt32Array,
 };
@@ -233,17 +236,17 @@ fn picks(
     n: usize,
     w: &Windows,
     index: &RightIndex,
-    pick: Pick,
+    pick: Position,
     values: &ArrayRef,
 ) -> Result<ArrayRef> {
     let mut rows: Vec<Option<u32>> = vec![None; n];
     for (row, _, s, e) in w.iter() {
         let mut it = index.order[s..e].iter().copied();
         rows[row] = match pick {
-            Pick::First => it.next(),
-            Pick::Last => it.next_back(),
-            Pick::FirstNotNull => it.find(|&r| values.is_valid(r as usize)),
-            Pick::LastNotNull => it.rfind(|&r| values.is_valid(r as usize)),
+            Position::First => it.next(),
+            Position::Last => it.next_back(),
+            Position::FirstNotNull => it.find(|&r| values.is_valid(r as usize)),
+            Position::LastNotNull => it.rfind(|&r| values.is_valid(r as usize)),
         };
     }
     Ok(take(values.as_ref(), &UInt32Array::from(rows), None)?)
@@ -260,11 +263,12 @@ fn windows(
     if n == 0 {
         return Ok(Windows::default());
     }
-    let ts = eval_ticks(&spec.left_ts, left, spec.left_factor())?;
-    let left_nanos = crate::window_join::bounds::unit_nanos(spec.left_unit);
+    let ts = eval_ticks(&spec.left_ts, left, spec.scale.left_factor())?;
+    // Constant bounds: one row gives every row's offsets (and an overflow
+    // error, or NULL for a NULL literal, as the general path would).
     let one = left.slice(0, 1);
-    let lo = bound_offsets(&spec.lo, &one, left_nanos, spec.common_nanos())?[0];
-    let hi = bound_offsets(&spec.hi, &one, left_nanos, spec.common_nanos())?[0];
+    let lo = spec.lo.offsets(&one)?[0];
+    let hi = spec.hi.offsets(&one)?[0];
     let (Some(lo), Some(hi)) = (lo, hi) else {
         return Ok(Windows::default());
     };

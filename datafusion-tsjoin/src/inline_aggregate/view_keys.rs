@@ -8,17 +8,6 @@
 //! its length, over 12, where a short view carries its own, so the two
 //! never collide). Codes are dense, in order of first appearance; NULL is
 //! one more code.
-//!
-//! ```
-//! use datafusion::arrow::array::StringViewArray;
-//! use datafusion_tsjoin::groupby::ViewKeys;
-//! let mut keys = ViewKeys::default();
-//! let mut ids = vec![];
-//! let a = StringViewArray::from(vec![Some("A"), None, Some("a string over twelve bytes"), Some("A")]);
-//! keys.intern(&a, &mut ids);
-//! assert_eq!(ids, [0, 1, 2, 0]);
-//! assert_eq!(keys.len(), 3);
-//! ```
 
 use datafusion::arrow::array::{Array, ArrayRef, StringViewArray, StringViewBuilder};
 use datafusion::physical_plan::repartition::REPARTITION_RANDOM_STATE;
@@ -49,11 +38,6 @@ impl ViewKeys {
     /// Number of codes (NULL included).
     pub fn len(&self) -> usize {
         self.offsets.len().saturating_sub(1)
-    }
-
-    /// Whether no key was interned.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Bytes held.
@@ -265,6 +249,22 @@ fn slot(lo: u64, hi: u64, mask: usize) -> usize {
 mod tests {
     use super::*;
     use datafusion::arrow::array::AsArray;
+
+    #[test]
+    fn interns_inline_and_long_strings_and_null() {
+        use datafusion::arrow::array::StringViewArray;
+        let mut keys = ViewKeys::default();
+        let mut ids = vec![];
+        let a = StringViewArray::from(vec![
+            Some("A"),
+            None,
+            Some("a string over twelve bytes"),
+            Some("A"),
+        ]);
+        keys.intern(&a, &mut ids);
+        assert_eq!(ids, [0, 1, 2, 0]);
+        assert_eq!(keys.len(), 3);
+    }
 
     /// The branch-free pass for known keys: the empty string (whose view
     /// equals an empty slot's), a new key in a later batch, a long key.

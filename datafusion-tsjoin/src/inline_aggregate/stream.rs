@@ -2,7 +2,7 @@
 //! partition, then a hash-partitioned merge per output partition.
 //!
 //! Phase 1 aggregates while that reduces the data; once a partition has
-//! read [`PROBE_ROWS`] rows and holds more than [`SPOOL_RATIO`] groups per
+//! read `PROBE_ROWS` rows and holds more than [`SPOOL_RATIO`] groups per
 //! row (keys nearly all distinct), merging its table later would intern
 //! every key twice, so it stops growing the table and passes the rest of
 //! its rows on, split by output partition, for phase 2 to aggregate once.
@@ -13,22 +13,21 @@
 
 use super::accumulate::{InlineAgg, State, counts_array};
 use super::dictionary_scan::{DictionaryScan, Work};
-use super::exec::InlineAggregateExec;
-use super::fallback::{Fallback, Next, Probe};
-use super::keys::GroupKeys;
-use crate::config::TsJoinOptions;
-use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::take;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use super::fallback::{Fallback, Next, PROBE_ROWS, Probe};
+use super::metrics::InlineAggregateMetrics;
+use super::spec::AggregateSpec;
+use super::table::{Partial, Phase1Task, Rows, Table};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::hash_utils::create_hashes;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::stats::Precision;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{
+    DataFusionError, Result, exec_datafusion_err, internal_datafusion_err,
+};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::physical_plan::metrics::{
-    BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, Time,
-};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, Time};
 use datafusion::physical_plan::repartition::REPARTITION_RANDOM_STATE;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -39,12 +38,10 @@ use futures::{
     StreamExt, TryStreamExt,
     stream::{self, BoxStream},
 };
+use parking_lot::Mutex;
 use std::sync::Arc;
 use tokio::sync::{OnceCell, mpsc};
 
-/// Rows phase 1 aggregates before judging whether aggregating pays (as
-/// DataFusion's `skip_partial_aggregation_probe_rows_threshold`).
-pub const PROBE_ROWS: usize = 100_000;
 /// Groups per row above which phase 1 passes rows on instead (as
 /// DataFusion's `skip_partial_aggregation_probe_ratio_threshold`): keys
 /// drawn from a range as wide as the rows read still repeat a third of the
@@ -55,161 +52,16 @@ pub const SPOOL_RATIO: f64 = 0.8;
 /// passed-on rows.
 const MAX_ROWS_HINT: usize = 1 << 22;
 
-/// What both phases need of the operator.
-pub(super) struct Spec {
-    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
-    key_types: Vec<DataType>,
-    aggs: Vec<InlineAgg>,
-    arg_types: Vec<Option<DataType>>,
-    outputs: usize,
-}
-
-/// Rows passed on by phase 1: evaluated keys and aggregate arguments.
-#[derive(Debug)]
-struct Rows {
-    keys: Vec<ArrayRef>,
-    args: Vec<Option<ArrayRef>>,
-}
-
-impl Rows {
-    fn len(&self) -> usize {
-        self.keys.first().map_or(0, |k| k.len())
-    }
-
-    fn memory_size(&self) -> usize {
-        self.keys
-            .iter()
-            .chain(self.args.iter().flatten())
-            .map(|a| a.get_array_memory_size())
-            .sum()
-    }
-
-    fn take(&self, idx: &UInt32Array) -> Result<Rows> {
-        let t = |a: &ArrayRef| -> Result<ArrayRef> { Ok(take(a.as_ref(), idx, None)?) };
-        Ok(Rows {
-            keys: self.keys.iter().map(t).collect::<Result<_>>()?,
-            args: self
-                .args
-                .iter()
-                .map(|a| a.as_ref().map(t).transpose())
-                .collect::<Result<_>>()?,
-        })
-    }
-}
-
-/// Groups with their keys, aggregate states and row counts.
-pub(super) struct Table {
-    pub(super) keys: GroupKeys,
-    states: Vec<State>,
-    pub(super) counts: Vec<u64>,
-    /// Scratch: the group ids of the last interned rows.
-    pub(super) ids: Vec<u32>,
-}
-
-impl Table {
-    pub(super) fn new(spec: &Spec) -> Result<Self> {
-        let states = spec
-            .aggs
-            .iter()
-            .zip(&spec.arg_types)
-            .map(|(a, t)| State::new(a, t.as_ref()))
-            .collect::<Result<_>>()?;
-        Ok(Self {
-            keys: GroupKeys::try_new(&spec.key_types)?,
-            states,
-            counts: vec![],
-            ids: vec![],
-        })
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.counts.len()
-    }
-
-    pub(super) fn memory_size(&self) -> usize {
-        self.keys.memory_size()
-            + self.states.iter().map(State::memory_size).sum::<usize>()
-            + self.counts.capacity() * 8
-            + self.ids.capacity() * 4
-    }
-
-    /// Makes room for `groups` groups in all, so that no state vector
-    /// grows (and copies) batch by batch.
-    pub(super) fn reserve(&mut self, groups: usize) {
-        self.keys.reserve_groups(groups);
-        self.counts
-            .reserve(groups.saturating_sub(self.counts.len()));
-        self.states.iter_mut().for_each(|s| s.reserve(groups));
-    }
-
-    /// Aggregates rows in (`expected`: rows to come in all, 0 if unknown).
-    fn update(&mut self, rows: &Rows, expected: usize) -> Result<()> {
-        self.keys
-            .intern(&rows.keys, &mut self.ids, &mut self.counts, expected)?;
-        self.update_states(&rows.args)
-    }
-
-    /// Folds each aggregate's argument into its state, for rows whose group
-    /// ids are in `self.ids` (and already counted).
-    pub(super) fn update_states(&mut self, args: &[Option<ArrayRef>]) -> Result<()> {
-        for (state, arg) in self.states.iter_mut().zip(args) {
-            state.update(&self.ids, arg.as_ref(), &self.counts)?;
-        }
-        Ok(())
-    }
-
-    /// Merges groups `from` of a finished table (`keys` emitted).
-    fn merge(&mut self, other: &Partial, from: &[u32], expected: usize) -> Result<()> {
-        let keys = if from.len() == other.counts.len() {
-            other.keys.clone()
-        } else {
-            let idx = UInt32Array::from(from.to_vec());
-            other
-                .keys
-                .iter()
-                .map(|k| Ok(take(k.as_ref(), &idx, None)?))
-                .collect::<Result<Vec<_>>>()?
-        };
-        let mut scratch = vec![];
-        self.keys
-            .intern(&keys, &mut self.ids, &mut scratch, expected)?;
-        self.counts.resize(self.keys.len(), 0);
-        for (&f, &t) in from.iter().zip(&self.ids) {
-            self.counts[t as usize] += other.counts[f as usize];
-        }
-        for (state, theirs) in self.states.iter_mut().zip(&other.states) {
-            state.merge(theirs, from, &self.ids, &other.counts, &self.counts);
-        }
-        Ok(())
-    }
-}
-
-/// One input partition's phase-1 table: keys emitted, and each group's
-/// output partition.
-#[derive(Debug)]
-pub(crate) struct Partial {
-    keys: Vec<ArrayRef>,
-    states: Vec<State>,
-    counts: Vec<u64>,
-    /// Output partition of each group (empty with one output partition).
-    partition: Vec<u32>,
-    _reservation: MemoryReservation,
-}
-
-/// One phase-1 task: the rows it read from dictionary codes, and its table
-/// (none when it handed its input over to the fallback plan).
-pub(super) type Phase1Task = SpawnedTask<Result<(usize, Option<Partial>)>>;
-
 /// Phase 1 of one execution, shared by its output partitions: the running
 /// tasks, the queues of rows they pass on, and their tables once done.
 pub(crate) struct Phase1 {
     /// Per output partition, the receiving end of its queue (taken by the
     /// partition's stream).
-    queues: std::sync::Mutex<Vec<Option<mpsc::UnboundedReceiver<Rows>>>>,
+    queues: Mutex<Vec<Option<mpsc::UnboundedReceiver<Rows>>>>,
     /// Per output partition, the memory its queued rows hold.
     queued: Vec<MemoryReservation>,
     /// The tasks, until one output partition joins them.
-    tasks: std::sync::Mutex<Vec<Phase1Task>>,
+    tasks: Mutex<Vec<Phase1Task>>,
     /// The tables once every task is done, or the first task's error (kept
     /// for every output partition: the query fails with it, whichever
     /// partition reports first).
@@ -258,69 +110,72 @@ impl Senders {
     }
 }
 
-impl std::fmt::Debug for Table {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Table")
-            .field("groups", &self.len())
-            .finish()
+/// One execution of an [`InlineAggregateExec`](super::InlineAggregateExec):
+/// the phase 1 its output partitions share, and which partitions have
+/// joined it. A partition executed again starts a new run (a plan may be
+/// executed more than once).
+#[derive(Debug, Default)]
+pub(super) struct Run {
+    phase1: Arc<OnceCell<Arc<Phase1>>>,
+    joined: Vec<bool>,
+}
+
+impl Run {
+    /// The phase 1 output partition `p` of `n` joins.
+    pub(super) fn join(&mut self, p: usize, n: usize) -> Arc<OnceCell<Arc<Phase1>>> {
+        if self.joined.get(p).copied().unwrap_or(false) {
+            *self = Run::default();
+        }
+        self.joined.resize(n, false);
+        self.joined[p] = true;
+        Arc::clone(&self.phase1)
     }
 }
 
-pub(crate) fn inline_aggregate_stream(
-    exec: &InlineAggregateExec,
-    partition: usize,
-    context: Arc<TaskContext>,
-) -> Result<SendableRecordBatchStream> {
-    let input_schema = exec.input.schema();
-    let spec = Arc::new(Spec {
-        group_exprs: exec
-            .group_exprs
-            .iter()
-            .map(|(e, _)| Arc::clone(e))
-            .collect(),
-        key_types: exec
-            .group_exprs
-            .iter()
-            .map(|(e, _)| e.data_type(&input_schema))
-            .collect::<Result<_>>()?,
-        aggs: exec.aggs.clone(),
-        arg_types: exec
-            .aggs
-            .iter()
-            .map(|a| {
-                a.arg
-                    .as_ref()
-                    .map(|e| e.data_type(&input_schema))
-                    .transpose()
-            })
-            .collect::<Result<_>>()?,
-        outputs: exec.properties().output_partitioning().partition_count(),
-    });
-    let baseline = BaselineMetrics::new(&exec.metrics, partition);
-    let phase1_time: Time =
-        MetricBuilder::new(&exec.metrics).subset_time("phase1_time", partition);
-    let merge_time: Time =
-        MetricBuilder::new(&exec.metrics).subset_time("merge_time", partition);
-    let cell = exec
-        .run
-        .lock()
-        .expect("run lock")
-        .join(partition, spec.outputs);
-    let (input, schema) = (Arc::clone(&exec.input), Arc::clone(&exec.schema));
-    let use_codes = context
-        .session_config()
-        .options()
-        .extensions
-        .get::<TsJoinOptions>()
-        .is_none_or(|o| o.inline_aggregate_dictionary_scan);
-    let dictionary = exec.dictionary.clone().filter(|_| use_codes);
-    let metrics = exec.metrics.clone();
-    let code_rows =
-        MetricBuilder::new(&exec.metrics).counter("dictionary_scan_rows", partition);
+/// Everything one output partition's stream needs.
+pub(super) struct StreamArgs {
+    pub input: Arc<dyn ExecutionPlan>,
+    pub spec: Arc<AggregateSpec>,
+    /// Output schema: keys, then one column per aggregate.
+    pub schema: SchemaRef,
+    /// Phase 1 from dictionary codes, when it applies.
+    pub dictionary: Option<DictionaryScan>,
+    /// The replaced aggregate, run instead when the groups are many.
+    pub fallback: Option<Arc<dyn ExecutionPlan>>,
+    /// The run's phase 1, shared by the output partitions.
+    pub phase1: Arc<OnceCell<Arc<Phase1>>>,
+    /// The operator's metrics (the dictionary scan registers its own).
+    pub metrics_set: ExecutionPlanMetricsSet,
+    pub metrics: InlineAggregateMetrics,
+    pub partition: usize,
+    pub context: Arc<TaskContext>,
+}
+
+/// Output partition `partition`'s stream: starts phase 1 if no partition
+/// has yet, then merges and emits this partition's share of the groups (or
+/// runs the fallback plan's partition when phase 1 decided so).
+pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchStream {
+    let StreamArgs {
+        input,
+        spec,
+        schema,
+        dictionary,
+        fallback: template,
+        phase1: cell,
+        metrics_set: metrics,
+        metrics: partition_metrics,
+        partition,
+        context,
+    } = args;
+    let InlineAggregateMetrics {
+        aggregation_time: phase1_time,
+        emitting_time: merge_time,
+        dictionary_scan_rows: code_rows,
+        fallback: fell_back,
+        baseline,
+    } = partition_metrics;
     let out_schema = Arc::clone(&schema);
     let batch_size = context.session_config().batch_size();
-    let template = exec.fallback.clone();
-    let fell_back = MetricBuilder::new(&exec.metrics).counter("fallback", partition);
     let stream = stream::once(async move {
         let phase1 = cell
             .get_or_try_init(|| start(&input, dictionary.as_ref(), template, &spec, &context, &metrics))
@@ -330,12 +185,12 @@ pub(crate) fn inline_aggregate_stream(
             && fallback.decision().await
         {
             fell_back.add(1);
-            let tasks = || std::mem::take(&mut *phase1.tasks.lock().expect("task lock"));
+            let tasks = || std::mem::take(&mut *phase1.tasks.lock());
             let out: BoxStream<'static, Result<RecordBatch>> = fallback.plan(tasks).await?.execute(partition, context)?.boxed();
             return Ok(out);
         }
-        let queue = phase1.queues.lock().expect("queue lock")[partition].take().ok_or_else(|| {
-            DataFusionError::Execution(format!("InlineAggregateExec: partition {partition} executed twice"))
+        let queue = phase1.queues.lock()[partition].take().ok_or_else(|| {
+            exec_datafusion_err!("InlineAggregateExec: partition {partition} executed twice")
         })?;
         let reservation =
             MemoryConsumer::new(format!("InlineAggregateExec[merge {partition}]")).register(context.memory_pool());
@@ -343,11 +198,11 @@ pub(crate) fn inline_aggregate_stream(
         let partials = phase1
             .partials
             .get_or_init(|| async {
-                let tasks = std::mem::take(&mut *phase1.tasks.lock().expect("task lock"));
+                let tasks = std::mem::take(&mut *phase1.tasks.lock());
                 if tasks.is_empty() {
                     // Taken by an output partition whose stream was dropped
                     // while it joined them.
-                    return Err(Arc::new(DataFusionError::Execution("InlineAggregateExec: phase 1 was cancelled".into())));
+                    return Err(Arc::new(exec_datafusion_err!("InlineAggregateExec: phase 1 was cancelled")));
                 }
                 let joined = async {
                     let mut partials = Vec::with_capacity(tasks.len());
@@ -356,7 +211,7 @@ pub(crate) fn inline_aggregate_stream(
                             task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
                         code_rows.add(rows);
                         partials.push(partial.ok_or_else(|| {
-                            DataFusionError::Internal("InlineAggregateExec: a phase-1 task handed over on an inline run".into())
+                            internal_datafusion_err!("InlineAggregateExec: a phase-1 task handed over on an inline run")
                         })?);
                     }
                     phase1_time.add_duration(phase1.started.elapsed());
@@ -376,7 +231,7 @@ pub(crate) fn inline_aggregate_stream(
     })
     .try_flatten()
     .inspect_ok(move |b| baseline.record_output(b.num_rows()));
-    Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, stream)))
+    Box::pin(RecordBatchStreamAdapter::new(out_schema, stream))
 }
 
 /// Starts phase 1: one task per input partition (spawned so partitions
@@ -388,7 +243,7 @@ async fn start(
     input: &Arc<dyn ExecutionPlan>,
     dictionary: Option<&DictionaryScan>,
     template: Option<Arc<dyn ExecutionPlan>>,
-    spec: &Arc<Spec>,
+    spec: &Arc<AggregateSpec>,
     context: &Arc<TaskContext>,
     metrics: &ExecutionPlanMetricsSet,
 ) -> Result<Arc<Phase1>> {
@@ -428,9 +283,9 @@ async fn start(
         })
         .collect();
     let phase1 = Arc::new(Phase1 {
-        queues: std::sync::Mutex::new(receivers.into_iter().map(Some).collect()),
+        queues: Mutex::new(receivers.into_iter().map(Some).collect()),
         queued,
-        tasks: std::sync::Mutex::new(vec![]),
+        tasks: Mutex::new(vec![]),
         partials: OnceCell::new(),
         started,
         rows_hint,
@@ -474,7 +329,7 @@ async fn start(
     // The queues close once every task has finished (and dropped its
     // senders).
     drop(senders);
-    *phase1.tasks.lock().expect("task lock") = tasks;
+    *phase1.tasks.lock() = tasks;
     Ok(phase1)
 }
 
@@ -483,7 +338,7 @@ async fn start(
 async fn aggregate_queue(
     mut queue: mpsc::UnboundedReceiver<Rows>,
     phase1: &Phase1,
-    spec: &Spec,
+    spec: &AggregateSpec,
     p: usize,
     merge_time: &Time,
     reservation: &MemoryReservation,
@@ -510,7 +365,7 @@ fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
 /// the input went to DataFusion's plan (see [`super::fallback`]).
 async fn aggregate_partition(
     mut input: SendableRecordBatchStream,
-    spec: Arc<Spec>,
+    spec: Arc<AggregateSpec>,
     senders: Senders,
     reservation: MemoryReservation,
     mut probe: Option<Probe>,
@@ -575,7 +430,7 @@ async fn aggregate_partition(
 /// left. Returns the rows read and the partial table.
 async fn scan_partition(
     work: Arc<Work>,
-    spec: Arc<Spec>,
+    spec: Arc<AggregateSpec>,
     batch_size: usize,
     reservation: MemoryReservation,
 ) -> Result<(usize, Partial)> {
@@ -587,7 +442,7 @@ async fn scan_partition(
 /// A finished phase-1 table as a [`Partial`].
 fn finish(
     mut table: Table,
-    spec: &Spec,
+    spec: &AggregateSpec,
     reservation: MemoryReservation,
 ) -> Result<Partial> {
     let keys = table.keys.emit()?;
@@ -640,7 +495,7 @@ fn split(rows: Rows, outputs: usize) -> Result<Vec<Rows>> {
 fn merge(
     partials: &[Partial],
     mut table: Table,
-    spec: &Spec,
+    spec: &AggregateSpec,
     p: usize,
     schema: &SchemaRef,
     batch_size: usize,

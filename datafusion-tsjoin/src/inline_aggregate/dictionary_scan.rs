@@ -35,7 +35,7 @@ use super::accumulate::InlineAgg;
 use super::dictionary_codes::{KeyChunk, Physical};
 use super::fetched::{Chunks, chunk_range};
 use super::keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
-use super::stream::Table;
+use super::table::Table;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
 use datafusion::arrow::datatypes::DataType;
@@ -279,8 +279,7 @@ impl DictionaryScan {
         }
         // With arguments to read, rows still need their group ids, and a
         // dictionary of many entries costs more to intern chunk by chunk
-        // than the decoded values cost to look up (measured: 100K entries
-        // per 500K-row group 10% slower, 1K entries 20-40% faster).
+        // than the decoded values cost to look up (benches/README.md).
         // Count-only reading wins at any size.
         if self.args.iter().any(Option::is_some) && entries * MIN_ROWS_PER_ENTRY > rows {
             return Ok(None);

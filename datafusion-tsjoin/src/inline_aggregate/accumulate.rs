@@ -12,6 +12,7 @@
 //! keep the input type. For floats NaN is the largest value (arrow's order):
 //! `max` is NaN when any input is, `min` only when all are.
 
+use crate::functions::KnownAggregate;
 use datafusion::arrow::array::{
     Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray,
 };
@@ -22,6 +23,7 @@ use datafusion::arrow::datatypes::{
     DataType, FieldRef, Float64Type, Int64Type, UInt64Type,
 };
 use datafusion::common::{Result, internal_err};
+use datafusion::logical_expr::AggregateUDF;
 use datafusion::physical_plan::PhysicalExpr;
 use std::sync::Arc;
 
@@ -57,22 +59,28 @@ impl AggFn {
 
     /// The function [`Self::name`] names.
     pub fn from_encoded(name: &str) -> Option<Self> {
-        if name == "count_star" {
-            Some(AggFn::CountStar)
-        } else {
-            Self::from_name(name)
-        }
+        [
+            AggFn::CountStar,
+            AggFn::Count,
+            AggFn::Sum,
+            AggFn::Min,
+            AggFn::Max,
+            AggFn::Avg,
+        ]
+        .into_iter()
+        .find(|f| f.name() == name)
     }
 
-    /// The function for a DataFusion aggregate name, if supported.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name.to_ascii_lowercase().as_str() {
-            "count" => AggFn::Count,
-            "sum" => AggFn::Sum,
-            "min" => AggFn::Min,
-            "max" => AggFn::Max,
-            "avg" | "mean" => AggFn::Avg,
-            _ => return None,
+    /// The function `udf` is, if supported (identified by type, see
+    /// [`KnownAggregate`]).
+    pub fn of(udf: &AggregateUDF) -> Option<Self> {
+        Some(match KnownAggregate::of(udf)? {
+            KnownAggregate::Count => AggFn::Count,
+            KnownAggregate::Sum => AggFn::Sum,
+            KnownAggregate::Min => AggFn::Min,
+            KnownAggregate::Max => AggFn::Max,
+            KnownAggregate::Avg => AggFn::Avg,
+            KnownAggregate::Positional(_) => return None,
         })
     }
 }

@@ -4,41 +4,22 @@
 use super::accumulate::InlineAgg;
 use super::dictionary_scan::DictionaryScan;
 use super::keys::KeyShape;
-use super::stream::{Phase1, inline_aggregate_stream};
+use super::metrics::InlineAggregateMetrics;
+use super::spec::AggregateSpec;
+use super::stream::{Run, StreamArgs, inline_aggregate_stream};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan,
-    InputDistributionRequirements, PhysicalExpr, PlanProperties,
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, Distribution, ExecutionPlan,
+    InputDistributionRequirements, PhysicalExpr, PlanProperties, ReplaceChildrenOptions,
     SendableRecordBatchStream, apply_expression_roots,
 };
+use parking_lot::Mutex;
 use std::fmt;
-use std::sync::{Arc, Mutex};
-use tokio::sync::OnceCell;
-
-/// One execution of an [`InlineAggregateExec`]: the phase 1 its output
-/// partitions share, and which partitions have joined it. A partition
-/// executed again starts a new run (a plan may be executed more than once).
-#[derive(Debug, Default)]
-pub(crate) struct Run {
-    pub(crate) phase1: Arc<OnceCell<Arc<Phase1>>>,
-    joined: Vec<bool>,
-}
-
-impl Run {
-    /// The phase 1 output partition `p` of `n` joins.
-    pub(crate) fn join(&mut self, p: usize, n: usize) -> Arc<OnceCell<Arc<Phase1>>> {
-        if self.joined.get(p).copied().unwrap_or(false) {
-            *self = Run::default();
-        }
-        self.joined.resize(n, false);
-        self.joined[p] = true;
-        Arc::clone(&self.phase1)
-    }
-}
+use std::sync::Arc;
 
 /// Grouped aggregation in one operator, in place of DataFusion's partial
 /// aggregate, repartition and final aggregate.
@@ -81,7 +62,9 @@ pub struct InlineAggregateExec {
     pub(crate) fallback: Option<Arc<dyn ExecutionPlan>>,
     /// The current execution: phase 1, started by the first output
     /// partition to run and shared by all of them.
-    pub(crate) run: Mutex<Run>,
+    run: Mutex<Run>,
+    /// What both phases compute, resolved when the plan is made.
+    spec: Arc<AggregateSpec>,
     pub(crate) metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -106,7 +89,14 @@ impl InlineAggregateExec {
             );
         }
         let dictionary = DictionaryScan::try_new(&input, &group_exprs, &aggs);
+        let spec = Arc::new(AggregateSpec::try_new(
+            &group_exprs,
+            &aggs,
+            &input.schema(),
+            properties.output_partitioning().partition_count(),
+        )?);
         Ok(Self {
+            spec,
             dictionary,
             fallback: None,
             input,
@@ -142,6 +132,40 @@ impl InlineAggregateExec {
         self
     }
 
+    /// This operator with phase 1 reading Parquet dictionary codes
+    /// ([`DictionaryScan`]) only if `enabled` (setting
+    /// `tsjoin.inline_aggregate_dictionary_scan`, read when the plan is made
+    /// so that EXPLAIN shows what will run).
+    pub fn with_dictionary_scan(mut self, enabled: bool) -> Self {
+        if !enabled {
+            self.dictionary = None;
+        }
+        self
+    }
+
+    /// A new instance with the same configuration over `input`, with fresh
+    /// execution state (phase 1, metrics) and the given properties.
+    fn fresh(
+        &self,
+        input: Arc<dyn ExecutionPlan>,
+        cache: Arc<PlanProperties>,
+        dictionary: Option<DictionaryScan>,
+    ) -> Self {
+        Self {
+            input,
+            group_exprs: self.group_exprs.clone(),
+            aggs: self.aggs.clone(),
+            schema: Arc::clone(&self.schema),
+            shape: self.shape,
+            dictionary,
+            fallback: self.fallback.clone(),
+            run: Mutex::new(Run::default()),
+            spec: Arc::clone(&self.spec),
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache,
+        }
+    }
+
     /// The aggregate run instead when the groups turn out many, if any.
     pub fn fallback(&self) -> Option<&Arc<dyn ExecutionPlan>> {
         self.fallback.as_ref()
@@ -150,11 +174,6 @@ impl InlineAggregateExec {
     /// The input.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
-    }
-
-    /// The key path phase 1 takes.
-    pub fn shape(&self) -> KeyShape {
-        self.shape
     }
 }
 
@@ -231,14 +250,25 @@ impl ExecutionPlan for InlineAggregateExec {
         apply_expression_roots(keys.chain(args), f)
     }
 
-    fn with_new_children(
+    fn replace_children(
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let [input]: [Arc<dyn ExecutionPlan>; 1] = match children.try_into() {
             Ok(c) => c,
             Err(_) => return internal_err!("InlineAggregateExec expects one child"),
         };
+        if options.children_properties == ChildrenPropertiesMode::Keep {
+            let dictionary = self.dictionary.as_ref().and_then(|_| {
+                DictionaryScan::try_new(&input, &self.group_exprs, &self.aggs)
+            });
+            return Ok(Arc::new(self.fresh(
+                input,
+                Arc::clone(&self.cache),
+                dictionary,
+            )));
+        }
         // The fallback replays this operator's input: it stays while the
         // new input has the same schema.
         let same = input.schema() == self.input.schema();
@@ -247,11 +277,31 @@ impl ExecutionPlan for InlineAggregateExec {
             self.group_exprs.clone(),
             self.aggs.clone(),
             Arc::clone(&self.cache),
-        )?;
+        )?
+        .with_dictionary_scan(self.dictionary.is_some());
         Ok(Arc::new(match self.fallback.as_ref().filter(|_| same) {
             Some(t) => exec.with_fallback(Arc::clone(t)),
             None => exec,
         }))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        let input = Arc::clone(&self.input);
+        Ok(Arc::new(self.fresh(
+            input,
+            Arc::clone(&self.cache),
+            self.dictionary.clone(),
+        )))
     }
 
     fn execute(
@@ -265,7 +315,19 @@ impl ExecutionPlan for InlineAggregateExec {
                 "InlineAggregateExec: partition {partition} out of range ({n} partitions)"
             );
         }
-        inline_aggregate_stream(self, partition, context)
+        let phase1 = self.run.lock().join(partition, n);
+        Ok(inline_aggregate_stream(StreamArgs {
+            input: Arc::clone(&self.input),
+            spec: Arc::clone(&self.spec),
+            schema: Arc::clone(&self.schema),
+            dictionary: self.dictionary.clone(),
+            fallback: self.fallback.clone(),
+            phase1,
+            metrics_set: self.metrics.clone(),
+            metrics: InlineAggregateMetrics::new(&self.metrics, partition),
+            partition,
+            context,
+        }))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

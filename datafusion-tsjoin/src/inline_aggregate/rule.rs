@@ -57,8 +57,9 @@ impl PhysicalOptimizerRule for InlineAggregateRule {
             return Ok(plan);
         }
         let all_keys = options.is_some_and(|o| o.inline_aggregate_all_keys);
+        let codes = options.is_none_or(|o| o.inline_aggregate_dictionary_scan);
         plan.transform_up(|node| {
-            Ok(match inline(&node, all_keys)? {
+            Ok(match inline(&node, all_keys, codes)? {
                 Some(new) => Transformed::yes(new),
                 None => Transformed::no(node),
             })
@@ -80,6 +81,7 @@ impl PhysicalOptimizerRule for InlineAggregateRule {
 fn inline(
     node: &Arc<dyn ExecutionPlan>,
     all_keys: bool,
+    dictionary_scan: bool,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let Some(top) = node.downcast_ref::<AggregateExec>() else {
         return Ok(None);
@@ -125,7 +127,7 @@ fn inline(
         if a.is_distinct() || !a.order_bys().is_empty() {
             return Ok(None);
         }
-        let Some(mut fun) = AggFn::from_name(a.fun().name()) else {
+        let Some(mut fun) = AggFn::of(a.fun()) else {
             return Ok(None);
         };
         let mut arg = match a.expressions().as_slice() {
@@ -157,7 +159,8 @@ fn inline(
         gby.expr().to_vec(),
         aggs,
         Arc::clone(top.properties()),
-    )?;
+    )?
+    .with_dictionary_scan(dictionary_scan);
     // Composite keys win while their groups are few; by default a probe
     // decides at run time and falls back to this very plan when they are
     // many. `all_keys` keeps every key list inline (to compare).

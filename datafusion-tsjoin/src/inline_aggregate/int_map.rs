@@ -11,18 +11,7 @@
 //! range too sparse ([`MAX_SLOTS_PER_GROUP`] slots per group and at least
 //! [`MIN_DIRECT_SLOTS`]). Group ids are dense, in order of first appearance,
 //! so accumulators stay compact either way. NULL is one more group.
-//!
-//! ```
-//! use datafusion_tsjoin::groupby::IntKeys;
-//! let mut keys = IntKeys::default();
-//! let (mut ids, mut counts) = (vec![], vec![]);
-//! keys.intern(&[7, 9, 7, 1_000_000_000], None, &mut ids, &mut counts);
-//! assert_eq!(ids, [0, 1, 0, 2]);
-//! assert_eq!(counts, [2, 1, 1]);
-//! assert_eq!(keys.values(), [7, 9, 1_000_000_000]);
-//! ```
 
-use super::accumulate::count_ids;
 use datafusion::arrow::buffer::NullBuffer;
 
 /// Slots a direct map may hold per group (a sparser range is hashed).
@@ -110,11 +99,7 @@ impl IntKeys {
         self.values.len()
     }
 
-    /// True when no key was interned.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
+    #[cfg(test)]
     /// Key of each group by id (the NULL group's entry is 0).
     pub fn values(&self) -> &[i64] {
         &self.values
@@ -130,6 +115,7 @@ impl IntKeys {
         self.null
     }
 
+    #[cfg(test)]
     /// True while keys are mapped by direct indexing.
     pub fn is_direct(&self) -> bool {
         matches!(self.table, Table::Direct { .. })
@@ -151,6 +137,7 @@ impl IntKeys {
             }
     }
 
+    #[cfg(test)]
     /// Assigns each value its group id (`ids`, replaced) and counts rows per
     /// group (`counts`, grown to the number of groups). Rows that `nulls`
     /// marks NULL go to the NULL group.
@@ -164,6 +151,7 @@ impl IntKeys {
         self.intern_expecting(v, nulls, ids, counts, 0)
     }
 
+    #[cfg(test)]
     /// [`Self::intern`] knowing that about `rows` rows will be interned in
     /// all (this batch and the ones to come): a wide key range then stays
     /// directly indexed when those rows can fill it.
@@ -177,7 +165,7 @@ impl IntKeys {
     ) {
         self.assign_expecting(v, nulls, ids, rows);
         counts.resize(self.values.len(), 0);
-        count_ids(ids, counts);
+        super::accumulate::count_ids(ids, counts);
     }
 
     /// [`Self::intern_expecting`] without the row counts: group ids only.
@@ -289,6 +277,7 @@ impl IntKeys {
         known
     }
 
+    #[cfg(test)]
     /// Group id of each value, `None` where the key was never interned.
     pub fn lookup(&self, x: i64) -> Option<u32> {
         match &self.table {
@@ -492,6 +481,16 @@ impl IntKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interns_in_first_seen_order() {
+        let mut keys = IntKeys::default();
+        let (mut ids, mut counts) = (vec![], vec![]);
+        keys.intern(&[7, 9, 7, 1_000_000_000], None, &mut ids, &mut counts);
+        assert_eq!(ids, [0, 1, 0, 2]);
+        assert_eq!(counts, [2, 1, 1]);
+        assert_eq!(keys.values(), [7, 9, 1_000_000_000]);
+    }
 
     fn check(values: &[i64], nulls: Option<NullBuffer>) {
         let mut keys = IntKeys::default();

@@ -14,7 +14,7 @@
 //! batches and the rest
 //! of its input stream to a [`ReplayExec`] under a fresh copy of the
 //! original plan, and the output partitions run that plan instead.
-//! After [`super::stream::PROBE_ROWS`] rows with fewer groups, the kept
+//! After [`PROBE_ROWS`] rows with fewer groups, the kept
 //! batches are dropped and phase 1 goes on inline.
 //!
 //! ```text
@@ -27,11 +27,11 @@
 //! [`InlineAggregateExec`]: super::InlineAggregateExec
 
 use super::keys::GroupKeys;
-use super::stream::{PROBE_ROWS, Phase1Task};
+use super::table::Phase1Task;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DataFusionError, Result, internal_err};
+use datafusion::common::{DataFusionError, Result, exec_datafusion_err, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::{
@@ -43,25 +43,25 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 use futures::{StreamExt, TryStreamExt, stream};
+use parking_lot::Mutex;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use tokio::sync::{OnceCell, oneshot, watch};
 
-/// Groups above which, during the probe, the run falls back.
-/// Measured on ClickBench's columns (benches/README.md): integer pairs with
-/// up to 8K groups run 1.3-1.4x faster inline, while a string/integer pair
-/// with 20K groups and a string pair with 70K lose (0.65-0.8x), as do
-/// integer pairs past about 80K.
-pub const MANY_GROUPS: usize = 8192;
+/// Rows phase 1 aggregates before judging whether aggregating pays (as
+/// DataFusion's `skip_partial_aggregation_probe_rows_threshold`).
+pub(crate) const PROBE_ROWS: usize = 100_000;
+/// Groups above which, during the probe, the run falls back: past this,
+/// composite keys lose to DataFusion's aggregate on ClickBench's columns
+/// (the measurements are in benches/README.md).
+pub(crate) const MANY_GROUPS: usize = 8192;
 
 /// Rows per group below which, a quarter into the probe, the run falls
-/// back early: ClickBench's filtered `MobilePhoneModel, UserID` grouping
-/// (about 10 rows per group as it starts, 20K groups in all) loses
-/// inline, and passing [`MANY_GROUPS`] only after most of its rows had
-/// been aggregated once cost it 15%; `RegionID, OS` (14-20, 8K groups in
-/// all) wins 1.3x inline.
-pub const MIN_ROWS_PER_GROUP: usize = 12;
+/// back early: keys that repeat this rarely are on their way past
+/// [`MANY_GROUPS`], and falling back only then would aggregate most rows
+/// twice (benches/README.md has the ClickBench groupings that set it).
+pub(crate) const MIN_ROWS_PER_GROUP: usize = 12;
 
 /// What a phase-1 task hands over: the batches it kept, then the rest of
 /// its input (none when the input ended during the probe).
@@ -161,8 +161,7 @@ impl Fallback {
         let plan = self
             .plan
             .get_or_try_init(|| async {
-                let receivers =
-                    std::mem::take(&mut *self.handed.lock().expect("handed lock"));
+                let receivers = std::mem::take(&mut *self.handed.lock());
                 let mut tasks = tasks().into_iter();
                 let parts = receivers
                     .into_iter()
@@ -362,9 +361,10 @@ impl ExecutionPlan for ReplayExec {
         Ok(TreeNodeRecursion::Continue)
     }
 
-    fn with_new_children(
+    fn replace_children(
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         if children.is_empty() {
             Ok(self)
@@ -373,17 +373,22 @@ impl ExecutionPlan for ReplayExec {
         }
     }
 
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
     fn execute(
         &self,
         partition: usize,
         _context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let part = self
-            .parts
-            .lock()
-            .expect("parts lock")
-            .get_mut(partition)
-            .and_then(Option::take);
+        let part = self.parts.lock().get_mut(partition).and_then(Option::take);
         let Some((rx, task)) = part else {
             return internal_err!(
                 "ReplayExec: partition {partition} replayed twice or out of range"
@@ -393,7 +398,7 @@ impl ExecutionPlan for ReplayExec {
             let handed = rx.await;
             drop(task);
             let handed = handed.map_err(|_| {
-                DataFusionError::Execution(format!("InlineAggregateExec: input partition {partition} stopped before handing over"))
+                exec_datafusion_err!("InlineAggregateExec: input partition {partition} stopped before handing over")
             })?;
             let kept = stream::iter(handed.kept.into_iter().map(Ok));
             let error = stream::iter(handed.error.map(Err));

@@ -1,0 +1,40 @@
+//! Expression evaluation shared by the build and both probes.
+
+use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
+use datafusion::arrow::compute::{cast, kernels::numeric::mul};
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::common::{Result, exec_datafusion_err};
+use datafusion::physical_plan::PhysicalExpr;
+use std::sync::Arc;
+
+/// Evaluates a designated-timestamp expression and returns its values as
+/// ticks of the common unit (`factor` common ticks per input tick).
+pub(crate) fn eval_ticks(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+    factor: i64,
+) -> Result<Int64Array> {
+    let array = expr.evaluate(batch)?.into_array(batch.num_rows())?;
+    let raw = cast(&array, &DataType::Int64)?;
+    let raw = raw.as_primitive::<Int64Type>();
+    if factor == 1 {
+        return Ok(raw.clone());
+    }
+    let scaled = mul(raw, &Int64Array::new_scalar(factor)).map_err(|e| {
+        exec_datafusion_err!(
+            "timestamp out of range when converting to a finer unit for the WINDOW JOIN: {e}"
+        )
+    })?;
+    Ok(scaled.as_primitive::<Int64Type>().clone())
+}
+
+/// Evaluates expressions over a batch into arrays.
+pub(crate) fn eval_all(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    batch: &RecordBatch,
+) -> Result<Vec<ArrayRef>> {
+    exprs
+        .iter()
+        .map(|e| e.evaluate(batch)?.into_array(batch.num_rows()))
+        .collect()
+}

@@ -1,0 +1,257 @@
+//! What a plan is and how it lives: functions identified by type (a user's
+//! `sum` stays the user's), settings read when the plan is made (EXPLAIN
+//! shows what runs), and operators that start afresh when DataFusion resets
+//! them (a plan executed twice, a recursive query).
+
+use crate::support::{cell, context};
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::common::Result;
+use datafusion::logical_expr::function::AccumulatorArgs;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
+};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::physical_plan::collect;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion::scalar::ScalarValue;
+use datafusion_tsjoin::TsJoinContextExt;
+use std::sync::Arc;
+
+/// A user's aggregate registered as `sum`: it counts its rows times 1000,
+/// so an answer computed by tsjoin's own sum is easy to tell apart.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct NotASum(Signature);
+
+impl AggregateUDFImpl for NotASum {
+    fn name(&self) -> &str {
+        "sum"
+    }
+    fn signature(&self) -> &Signature {
+        &self.0
+    }
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+    fn accumulator(&self, _: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(Thousands(0)))
+    }
+}
+
+#[derive(Debug)]
+struct Thousands(i64);
+
+impl Accumulator for Thousands {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.0 += 1000 * values[0].len() as i64;
+        Ok(())
+    }
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Ok(ScalarValue::Int64(Some(self.0)))
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Int64(Some(self.0))])
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let s = states[0].as_any().downcast_ref::<Int64Array>().unwrap();
+        self.0 += s.iter().flatten().sum::<i64>();
+        Ok(())
+    }
+}
+
+async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
+    let batches = ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap();
+    batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows())
+                .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+        })
+        .collect()
+}
+
+async fn explain(ctx: &SessionContext, sql: &str) -> String {
+    let batches = ctx
+        .tsjoin_sql(&format!("EXPLAIN {sql}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    pretty_format_batches(&batches).unwrap().to_string()
+}
+
+async fn trades_and_prices(ctx: &SessionContext) {
+    ctx.tsjoin_sql(
+        "CREATE TABLE t (ts TIMESTAMP, k INT, v BIGINT) AS VALUES
+         ('2024-01-01T00:00:01', 1, 1), ('2024-01-01T00:00:02', 2, 2),
+         ('2024-01-01T00:00:03', 1, 3)",
+    )
+    .await
+    .unwrap();
+    ctx.tsjoin_sql(
+        "CREATE TABLE p (ts TIMESTAMP, k INT, v BIGINT) AS VALUES
+         ('2024-01-01T00:00:00', 1, 10), ('2024-01-01T00:00:01', 1, 20),
+         ('2024-01-01T00:00:02', 2, 30), ('2024-01-01T00:00:03', 1, 40)",
+    )
+    .await
+    .unwrap();
+}
+
+/// A session that registers its own `sum` gets its own function in a
+/// WINDOW JOIN and a GROUP BY, not tsjoin's fast paths (which match
+/// DataFusion's `sum` by type).
+#[tokio::test]
+async fn a_users_sum_is_not_taken_for_datafusions() {
+    for partitions in [1, 3] {
+        let ctx = context(partitions);
+        trades_and_prices(&ctx).await;
+        let join = "SELECT t.ts, sum(p.v) AS s FROM t WINDOW JOIN p ON p.k = t.k \
+                    RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW \
+                    EXCLUDE PREVAILING ORDER BY t.ts";
+        let group = "SELECT k, sum(v) AS s FROM p GROUP BY k ORDER BY k";
+        // DataFusion's sum: the fast paths.
+        assert_eq!(
+            rows(&ctx, join)
+                .await
+                .iter()
+                .map(|r| r[1].clone())
+                .collect::<Vec<_>>(),
+            ["30", "30", "40"]
+        );
+        assert!(explain(&ctx, group).await.contains("InlineAggregateExec"));
+        ctx.register_udaf(AggregateUDF::new_from_impl(NotASum(Signature::any(
+            1,
+            Volatility::Immutable,
+        ))));
+        assert_eq!(
+            rows(&ctx, join)
+                .await
+                .iter()
+                .map(|r| r[1].clone())
+                .collect::<Vec<_>>(),
+            ["2000", "1000", "1000"],
+            "{partitions} partitions"
+        );
+        assert_eq!(
+            rows(&ctx, group).await,
+            [["1", "3000"], ["2", "1000"]],
+            "{partitions} partitions"
+        );
+        let plan = explain(&ctx, join).await;
+        assert!(plan.contains("path=general"), "{plan}");
+        assert!(!explain(&ctx, group).await.contains("InlineAggregateExec"));
+    }
+}
+
+/// `tsjoin.inline_aggregate_dictionary_scan` is read when the plan is made:
+/// EXPLAIN says whether phase 1 reads the Parquet codes, and a plan made
+/// with the scan off does not turn it on when executed later.
+#[tokio::test]
+async fn explain_shows_whether_the_dictionary_scan_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.parquet");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int64Array::from_iter_values((0..1000).map(|i| i % 7))),
+            Arc::new(Int64Array::from_iter_values(0..1000)),
+        ],
+    )
+    .unwrap();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None)
+        .unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let ctx = context(2);
+    ctx.register_parquet("d", path.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    let sql = "SELECT k, count(*) FROM d GROUP BY k";
+    assert!(explain(&ctx, sql).await.contains("scan=parquet codes"));
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = false")
+        .await
+        .unwrap();
+    let off = explain(&ctx, sql).await;
+    assert!(off.contains("InlineAggregateExec"), "{off}");
+    assert!(!off.contains("scan=parquet codes"), "{off}");
+    // A plan made with the scan off reads no codes even once it is on again.
+    let plan = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = true")
+        .await
+        .unwrap();
+    collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+    assert_eq!(crate::support::code_rows(&plan), 0);
+}
+
+/// A recursive query re-executes its recursive term after its work table
+/// changed; a WINDOW JOIN whose right side is the work table must build
+/// its right index again each time (DataFusion resets every operator with
+/// `reset_state`). A stale index would repeat the first iteration forever,
+/// hence the timeout.
+#[tokio::test]
+async fn window_join_in_a_recursive_query_sees_each_iteration() {
+    for partitions in [1, 2] {
+        let ctx = context(partitions);
+        ctx.tsjoin_sql(
+            "CREATE TABLE q (ts TIMESTAMP, k INT, v BIGINT) AS VALUES
+             ('2024-01-01T00:00:00', 1, 1), ('2024-01-01T00:00:01', 1, 2)",
+        )
+        .await
+        .unwrap();
+        // Each iteration sums, per row of q, the previous iteration's values
+        // within the last second; it stops once the work table is filtered
+        // empty (every window empty, n NULL).
+        let sql = "WITH RECURSIVE r(ts, k, v, n) AS (
+                 SELECT ts, k, v, 0 FROM q
+                 UNION ALL
+                 SELECT s.ts, s.k, s.v, s.n + 1 FROM (
+                     SELECT q.ts, q.k, sum(x.v) AS v, max(x.n) AS n FROM q
+                     WINDOW JOIN (SELECT * FROM r WHERE n < 3) x ON x.k = q.k
+                     RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW
+                     EXCLUDE PREVAILING
+                 ) s WHERE s.n IS NOT NULL
+             ) SELECT n, v FROM r ORDER BY n, ts";
+        let query = async { ctx.tsjoin_sql(sql).await?.collect().await };
+        let batches = tokio::time::timeout(std::time::Duration::from_secs(60), query)
+            .await
+            .expect("the recursion ends")
+            .unwrap();
+        let got: Vec<Vec<String>> = batches
+            .iter()
+            .flat_map(|b| {
+                (0..b.num_rows())
+                    .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+            })
+            .collect();
+        // Iteration i sums [1] and [1, previous second value].
+        assert_eq!(
+            got,
+            [
+                ["0", "1"],
+                ["0", "2"],
+                ["1", "1"],
+                ["1", "3"],
+                ["2", "1"],
+                ["2", "4"],
+                ["3", "1"],
+                ["3", "5"]
+            ],
+            "{partitions} partitions"
+        );
+    }
+}
