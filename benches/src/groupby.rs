@@ -139,7 +139,7 @@ pub fn generate_grid(dir: &Path, rows: u64, seed: u64) -> Result<()> {
     // A prime not dividing `rows` walks 0..rows in a shuffled order.
     let step = [1_000_003u64, 1_000_033, 1_000_037]
         .into_iter()
-        .find(|p| rows % p != 0)
+        .find(|p| !rows.is_multiple_of(*p))
         .expect("a coprime step");
     write(dir, schema, rows, move |i, cols| {
         let mut r = || rng.next_u64();
@@ -354,7 +354,7 @@ pub fn cells(grid_rows: &[u64], q1_rows: &[u64]) -> Vec<Cell> {
 
 /// `5M`, `1.2M`, `10M`.
 pub fn human(rows: u64) -> String {
-    if rows % 1_000_000 == 0 {
+    if rows.is_multiple_of(1_000_000) {
         format!("{}M", rows / 1_000_000)
     } else {
         format!("{:.1}M", rows as f64 / 1e6)

@@ -264,7 +264,9 @@ async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
         .collect();
     let mut results: Vec<Measurement> = vec![];
     let fast = format!("tsjoin fast path, {threads} threads");
-    let configs: Vec<(&str, String, usize, Vec<(&str, &str)>)> = vec![
+    // (key, label, threads, settings) of each tsjoin configuration.
+    type Config<'a> = (&'a str, String, usize, Vec<(&'a str, &'a str)>);
+    let configs: Vec<Config> = vec![
         ("fast", fast.clone(), threads, vec![]),
         ("single", "tsjoin fast path, 1 thread".into(), 1, vec![]),
         (

@@ -25,9 +25,9 @@
 
 use crate::inline_aggregate::{AggFn, InlineAgg, InlineAggregateExec};
 use crate::window_join::{
-    AggInput, BoundUnit, Direction, PhysicalBound, Prevailing, TimeScale, WindowAgg,
-    WindowAggKind, WindowJoinExec, WindowJoinNode, WindowJoinSettings, WindowJoinSpec,
-    timestamp_unit,
+    AggInput, BoundUnit, Direction, ExprLayout, PhysicalBound, Prevailing, TimeScale,
+    WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinNode, WindowJoinSettings,
+    WindowJoinSpec, timestamp_unit,
 };
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::{
@@ -223,16 +223,16 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
             .map(|e| Ok(parse_expr(e, ctx, self)?))
             .collect::<Result<Vec<_>>>()?;
         let [lo, hi] = parse_bounds(&msg.bounds)?;
-        let node = WindowJoinNode::try_from_exprs(
-            inputs.to_vec(),
-            exprs,
-            msg.keys as usize,
-            msg.has_filter,
+        let layout = ExprLayout {
+            n_keys: msg.keys as usize,
+            has_filter: msg.has_filter,
             lo,
             hi,
-            Prevailing::parse(&msg.prevailing).ok_or_else(|| decode_err("prevailing"))?,
-            msg.agg_names,
-        )?;
+            prevailing: Prevailing::parse(&msg.prevailing)
+                .ok_or_else(|| decode_err("prevailing"))?,
+            agg_names: msg.agg_names,
+        };
+        let node = WindowJoinNode::try_from_exprs(inputs.to_vec(), exprs, layout)?;
         Ok(Extension {
             node: Arc::new(node),
         })

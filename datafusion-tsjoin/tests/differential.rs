@@ -222,7 +222,7 @@ fn reference(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
 fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> {
     let mut out = vec![vec![]; parts];
     let mut start = 0;
-    for p in 0..parts {
+    for (p, part) in out.iter_mut().enumerate() {
         let end = if p + 1 == parts {
             rows.len()
         } else {
@@ -232,7 +232,7 @@ fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> 
         let mut s = start;
         while s < end {
             let e = (s + rng.random_range(1..=7)).min(end);
-            out[p].push(batch(&rows[s..e]));
+            part.push(batch(&rows[s..e]));
             s = e;
         }
         start = end;

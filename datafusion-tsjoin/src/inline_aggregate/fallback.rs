@@ -317,12 +317,15 @@ fn with_leaf(
     }
 }
 
+/// Where one partition's input arrives, and the phase-1 task sending it.
+type ReplayPart = (oneshot::Receiver<Handed>, Option<Phase1Task>);
+
 /// A leaf that replays what phase 1's tasks handed over: per partition, the
 /// batches a task kept, then the rest of its input stream. Exists only
 /// inside a fallback plan, for one execution.
 pub struct ReplayExec {
     /// Per partition, where its input arrives and the task that sends it.
-    parts: Mutex<Vec<Option<(oneshot::Receiver<Handed>, Option<Phase1Task>)>>>,
+    parts: Mutex<Vec<Option<ReplayPart>>>,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }

@@ -569,7 +569,7 @@ mod tests {
         let range = 1_600_000i64;
         let share: Vec<i64> = (0..range)
             .map(|i| (i * 7919) % range)
-            .filter(|&k| hash_i64(k) % 4 == 0)
+            .filter(|&k| hash_i64(k).is_multiple_of(4))
             .collect();
         let mut keys = IntKeys::default();
         let (mut ids, mut counts) = (vec![], vec![]);

@@ -313,8 +313,7 @@ impl GroupKeys {
                 }
             }
             GroupKeys::Composite(c) => {
-                let interned =
-                    c.intern(keys, ids, counts.as_mut().map(|c| &mut **c), rows)?;
+                let interned = c.intern(keys, ids, counts.as_deref_mut(), rows)?;
                 if interned && c.len() <= COMPOSITE_MAX_GROUPS {
                     return Ok(());
                 }
@@ -472,7 +471,7 @@ mod tests {
         ));
         let ints: ArrayRef = Arc::new(Int32Array::from(
             (0..5000)
-                .map(|i| (i % 11 != 0).then_some(i as i32 % 5))
+                .map(|i| (i % 11 != 0).then_some(i % 5))
                 .collect::<Vec<_>>(),
         ));
         let dict: DictionaryArray<Int32Type> =

@@ -128,7 +128,11 @@ mod tests {
                 .map(|_| {
                     let mag = 1i64 << (rng(&mut seed) % 50);
                     (rng(&mut seed) as i64 % mag)
-                        * if rng(&mut seed) % 2 == 0 { 1 } else { -1 }
+                        * if rng(&mut seed).is_multiple_of(2) {
+                            1
+                        } else {
+                            -1
+                        }
                 })
                 .collect();
             let v: Vec<f64> =

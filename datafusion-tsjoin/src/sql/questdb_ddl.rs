@@ -663,7 +663,7 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 (seed >> 33) % 14
             };
-            let mut sql = String::from(if seed % 2 == 0 {
+            let mut sql = String::from(if seed.is_multiple_of(2) {
                 "create table t "
             } else {
                 "alter table t "

@@ -4,8 +4,8 @@
 use super::ast::{agg_column, call_args, marker, marker_number};
 use crate::config::TimestampRegistry;
 use crate::window_join::{
-    BoundUnit, Direction, Prevailing, Side, WindowBound, WindowJoinNode, constant_i64,
-    side_of, timestamp_unit, unit_nanos,
+    BoundUnit, Direction, Prevailing, Side, WindowBound, WindowJoinClause,
+    WindowJoinNode, constant_i64, side_of, timestamp_unit, unit_nanos,
 };
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Column, DFSchema, Result, plan_datafusion_err, plan_err};
@@ -21,6 +21,9 @@ use sqlparser::ast::{
     self as ast, Ident, JoinConstraint, JoinOperator, TableFactor, Value,
 };
 use std::sync::Arc;
+
+/// An ON clause split into equality keys `(left, right)` and the rest.
+type OnClause = (Vec<(Expr, Expr)>, Option<Expr>);
 
 /// Plans `NestedJoin(left WINDOW JOIN right)` table factors; leaves every
 /// other relation to DataFusion.
@@ -205,15 +208,17 @@ impl WindowJoinRelationPlanner {
         WindowJoinNode::try_new(
             Arc::new(left),
             Arc::new(right),
-            on,
-            filter,
-            left_ts,
-            right_ts,
-            lo,
-            hi,
-            prevailing,
-            aggs,
-            names,
+            WindowJoinClause {
+                on,
+                filter,
+                left_ts,
+                right_ts,
+                lo,
+                hi,
+                prevailing,
+                aggs,
+                agg_names: names,
+            },
         )
     }
 
@@ -225,7 +230,7 @@ impl WindowJoinRelationPlanner {
         lschema: &DFSchema,
         rschema: &DFSchema,
         joined: &DFSchema,
-    ) -> Result<(Vec<(Expr, Expr)>, Option<Expr>)> {
+    ) -> Result<OnClause> {
         let shorthand = |ids: Vec<Ident>,
                          ctx: &mut dyn RelationPlannerContext|
          -> Result<Vec<(Expr, Expr)>> {
@@ -328,11 +333,11 @@ impl WindowJoinRelationPlanner {
     /// The designated timestamp column of `plan`, by registry or by type.
     fn designated_timestamp(&self, plan: &LogicalPlan, side: &str) -> Result<Expr> {
         let schema = plan.schema();
-        if let Some(name) = designated_name(plan, &self.timestamps) {
-            if let Ok((q, f)) = schema.qualified_field_with_unqualified_name(&name) {
-                timestamp_unit(&name, f.data_type())?;
-                return Ok(Expr::Column(Column::new(q.cloned(), f.name())));
-            }
+        if let Some(name) = designated_name(plan, &self.timestamps)
+            && let Ok((q, f)) = schema.qualified_field_with_unqualified_name(&name)
+        {
+            timestamp_unit(&name, f.data_type())?;
+            return Ok(Expr::Column(Column::new(q.cloned(), f.name())));
         }
         let ts: Vec<_> = schema
             .iter()

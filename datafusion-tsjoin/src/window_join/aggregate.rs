@@ -19,6 +19,9 @@ use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::GroupsAccumulatorAdapter;
 use std::sync::Arc;
 
+/// Picks one row of a window (positions `range` of the values), if any.
+type Choose = dyn Fn(std::ops::Range<usize>, &dyn Array) -> Option<usize>;
+
 /// Computes every aggregate of `spec` for the left rows of `left`, whose
 /// windows are `lists`. Returns one array per aggregate, `left.num_rows()` long.
 pub(crate) fn aggregate_lists(
@@ -76,13 +79,15 @@ fn aggregate_one(
     entry_values: impl Fn() -> Result<Vec<ArrayRef>>,
 ) -> Result<ArrayRef> {
     let n = lists.num_groups();
-    let pick = |choose: &dyn Fn(std::ops::Range<usize>, &dyn Array) -> Option<usize>| -> Result<ArrayRef> {
+    let pick = |choose: &Choose| -> Result<ArrayRef> {
         let values = entry_values()?;
         let values = &values[0];
         let idx: UInt32Array = lists
             .offsets
             .windows(2)
-            .map(|w| choose(w[0] as usize..w[1] as usize, values.as_ref()).map(|k| k as u32))
+            .map(|w| {
+                choose(w[0] as usize..w[1] as usize, values.as_ref()).map(|k| k as u32)
+            })
             .collect();
         Ok(take(values.as_ref(), &idx, None)?)
     };

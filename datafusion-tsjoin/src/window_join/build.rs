@@ -255,18 +255,26 @@ fn new_globals(
     shared.lock().intern(&taken)
 }
 
+/// What the index is built for: the join's spec, its fast-path plan (whose
+/// columns the index holds), the kernels those columns' block structures
+/// use, and the threads the build may use.
+pub(crate) struct IndexBuild {
+    pub spec: Arc<WindowJoinSpec>,
+    pub fast_plan: Option<Arc<FastPlan>>,
+    pub kernels: KernelSet,
+    pub threads: usize,
+}
+
 /// Drains every partition of `right` (in parallel, one task each) and builds
-/// its [`RightIndex`] with up to `threads` threads, accounting every buffer
+/// its [`RightIndex`] with up to `how.threads` threads, accounting every buffer
 /// in `reservation` (an over-budget build fails with `ResourcesExhausted`).
 pub(crate) async fn build_right_index(
     right: Arc<dyn ExecutionPlan>,
     context: Arc<TaskContext>,
-    spec: Arc<WindowJoinSpec>,
-    fast_plan: Option<Arc<FastPlan>>,
+    how: IndexBuild,
     reservation: MemoryReservation,
-    kernels: KernelSet,
-    threads: usize,
 ) -> Result<RightIndex> {
+    let spec = Arc::clone(&how.spec);
     let schema = right.schema();
     let keys = if spec.right_keys.is_empty() {
         None
@@ -311,16 +319,7 @@ pub(crate) async fn build_right_index(
         })
         .transpose()?;
     let task = SpawnedTask::spawn_blocking(move || {
-        assemble(
-            pieces,
-            schema,
-            &spec,
-            fast_plan.as_deref(),
-            keys,
-            reservation,
-            kernels,
-            threads,
-        )
+        assemble(pieces, schema, &how, keys, reservation)
     });
     task.join()
         .await
@@ -329,18 +328,16 @@ pub(crate) async fn build_right_index(
 
 /// Places the pieces' rows in `(group, ts, row)` order and builds the
 /// fast-path columns.
-#[allow(clippy::too_many_arguments)]
 fn assemble(
     pieces: Vec<Piece>,
     schema: SchemaRef,
-    spec: &WindowJoinSpec,
-    fast_plan: Option<&FastPlan>,
+    how: &IndexBuild,
     keys: Option<KeyIndex>,
     reservation: Arc<MemoryReservation>,
-    kernels: KernelSet,
-    threads: usize,
 ) -> Result<RightIndex> {
-    let threads = threads.max(1);
+    let (spec, fast_plan, kernels) =
+        (how.spec.as_ref(), how.fast_plan.as_deref(), how.kernels);
+    let threads = how.threads.max(1);
     let n_groups = keys.as_ref().map_or(1, KeyIndex::len);
     let (units, presorted) = layout(&pieces);
     let rows: usize = pieces.iter().map(|p| p.rows).sum();

@@ -40,6 +40,49 @@ pub(crate) fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Side {
     }
 }
 
+/// What a WINDOW JOIN clause says besides its inputs: the parts of a
+/// [`WindowJoinNode`], as the SQL front end resolves them.
+#[derive(Debug, Clone)]
+pub struct WindowJoinClause {
+    /// Equality keys `(left expr, right expr)`, coerced to one type per pair.
+    pub on: Vec<(Expr, Expr)>,
+    /// Remaining ON conjuncts.
+    pub filter: Option<Expr>,
+    /// Designated timestamp of the left input.
+    pub left_ts: Expr,
+    /// Designated timestamp of the right input.
+    pub right_ts: Expr,
+    /// Window start.
+    pub lo: WindowBound,
+    /// Window end.
+    pub hi: WindowBound,
+    /// INCLUDE or EXCLUDE PREVAILING.
+    pub prevailing: Prevailing,
+    /// Aggregate expressions over the joined schema.
+    pub aggs: Vec<Expr>,
+    /// Output column name of each aggregate.
+    pub agg_names: Vec<String>,
+}
+
+/// How a [`WindowJoinNode`]'s flat expression list (keys, timestamps,
+/// bounds, aggregates, filter) maps back to its parts, with the parts that
+/// are not expressions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprLayout {
+    /// Number of equality key pairs.
+    pub n_keys: usize,
+    /// Whether the last expression is the ON filter.
+    pub has_filter: bool,
+    /// Unit and direction of the window start.
+    pub lo: (BoundUnit, Direction),
+    /// Unit and direction of the window end.
+    pub hi: (BoundUnit, Direction),
+    /// INCLUDE or EXCLUDE PREVAILING.
+    pub prevailing: Prevailing,
+    /// Output column name of each aggregate.
+    pub agg_names: Vec<String>,
+}
+
 /// A WINDOW JOIN: for every left row, aggregates over the right rows with an
 /// equal key whose timestamp lies in `[ts + lo, ts + hi]` (both inclusive),
 /// plus the prevailing row under [`Prevailing::Include`].
@@ -80,20 +123,22 @@ pub struct WindowJoinNode {
 
 impl WindowJoinNode {
     /// Builds the node and derives its output schema from the inputs.
-    #[allow(clippy::too_many_arguments)]
     pub fn try_new(
         left: Arc<LogicalPlan>,
         right: Arc<LogicalPlan>,
-        on: Vec<(Expr, Expr)>,
-        filter: Option<Expr>,
-        left_ts: Expr,
-        right_ts: Expr,
-        lo: WindowBound,
-        hi: WindowBound,
-        prevailing: Prevailing,
-        aggs: Vec<Expr>,
-        agg_names: Vec<String>,
+        clause: WindowJoinClause,
     ) -> Result<Self> {
+        let WindowJoinClause {
+            on,
+            filter,
+            left_ts,
+            right_ts,
+            lo,
+            hi,
+            prevailing,
+            aggs,
+            agg_names,
+        } = clause;
         if aggs.len() != agg_names.len() {
             return internal_err!(
                 "WindowJoinNode: {} aggregates but {} names",
@@ -131,18 +176,20 @@ impl WindowJoinNode {
     }
 
     /// Rebuilds a node from its inputs and its [`UserDefinedLogicalNodeCore::expressions`]
-    /// (used by optimizer rewrites and the proto codec).
-    #[allow(clippy::too_many_arguments)]
+    /// (used by optimizer rewrites and the proto codec), laid out as `layout` says.
     pub fn try_from_exprs(
         mut inputs: Vec<LogicalPlan>,
         mut exprs: Vec<Expr>,
-        n_keys: usize,
-        has_filter: bool,
-        lo: (BoundUnit, Direction),
-        hi: (BoundUnit, Direction),
-        prevailing: Prevailing,
-        agg_names: Vec<String>,
+        layout: ExprLayout,
     ) -> Result<Self> {
+        let ExprLayout {
+            n_keys,
+            has_filter,
+            lo,
+            hi,
+            prevailing,
+            agg_names,
+        } = layout;
         let k = n_keys;
         let expected = 2 * k + 4 + agg_names.len() + usize::from(has_filter);
         if inputs.len() != 2 || exprs.len() != expected {
@@ -178,16 +225,31 @@ impl WindowJoinNode {
         Self::try_new(
             Arc::new(left),
             Arc::new(right),
-            lefts.into_iter().zip(rights).collect(),
-            filter,
-            left_ts,
-            right_ts,
-            lo,
-            hi,
-            prevailing,
-            aggs,
-            agg_names,
+            WindowJoinClause {
+                on: lefts.into_iter().zip(rights).collect(),
+                filter,
+                left_ts,
+                right_ts,
+                lo,
+                hi,
+                prevailing,
+                aggs,
+                agg_names,
+            },
         )
+    }
+
+    /// How [`UserDefinedLogicalNodeCore::expressions`] lays this node's
+    /// expressions out, for [`Self::try_from_exprs`].
+    pub fn expr_layout(&self) -> ExprLayout {
+        ExprLayout {
+            n_keys: self.on.len(),
+            has_filter: self.filter.is_some(),
+            lo: (self.lo.unit, self.lo.direction),
+            hi: (self.hi.unit, self.hi.direction),
+            prevailing: self.prevailing,
+            agg_names: self.agg_names.clone(),
+        }
     }
 
     /// The schema of `left ⨝ right`, against which ON and aggregates resolve.
@@ -287,16 +349,7 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
         exprs: Vec<Expr>,
         inputs: Vec<LogicalPlan>,
     ) -> Result<Self> {
-        Self::try_from_exprs(
-            inputs,
-            exprs,
-            self.on.len(),
-            self.filter.is_some(),
-            (self.lo.unit, self.lo.direction),
-            (self.hi.unit, self.hi.direction),
-            self.prevailing,
-            self.agg_names.clone(),
-        )
+        Self::try_from_exprs(inputs, exprs, self.expr_layout())
     }
 
     /// Column pruning: the left columns the parent needs; the optimizer adds

@@ -39,7 +39,7 @@ mod stream;
 
 pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound};
 pub use exec::WindowJoinExec;
-pub use logical::WindowJoinNode;
+pub use logical::{ExprLayout, WindowJoinClause, WindowJoinNode};
 pub use planner::{TsJoinQueryPlanner, WindowJoinPlanner};
 pub use pushdown::PushDownWindowJoinFilter;
 pub use spec::{

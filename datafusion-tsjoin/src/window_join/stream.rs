@@ -3,7 +3,7 @@
 //! once the shared right index is built.
 
 use super::aggregate::aggregate_lists;
-use super::build::{RightIndex, build_right_index};
+use super::build::{IndexBuild, RightIndex, build_right_index};
 use super::fast::FastPlan;
 use super::fast::probe::probe_batch;
 use super::metrics::WindowJoinMetrics;
@@ -82,6 +82,9 @@ struct BatchJoiner {
 /// The output stream of one left partition: waits for the shared right
 /// index (building it if no partition has yet), then joins left batches in
 /// parallel tasks and emits them in input order.
+// Spawning a task waits for a permit, so `then` yields the spawned task
+// itself, which `buffered` then awaits alongside the others.
+#[expect(clippy::async_yields_async)]
 pub(super) fn window_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
     let StreamArgs {
         left,
@@ -112,16 +115,15 @@ pub(super) fn window_join_stream(args: StreamArgs) -> SendableRecordBatchStream 
                 let _timer = metrics.build_time.timer();
                 let reservation = MemoryConsumer::new("WindowJoinExec[right index]")
                     .register(context.memory_pool());
-                let index = build_right_index(
-                    right,
-                    Arc::clone(&context),
-                    Arc::clone(&spec),
-                    fast.clone(),
-                    reservation,
+                let how = IndexBuild {
+                    spec: Arc::clone(&spec),
+                    fast_plan: fast.clone(),
                     kernels,
-                    settings.workers,
-                )
-                .await?;
+                    threads: settings.workers,
+                };
+                let index =
+                    build_right_index(right, Arc::clone(&context), how, reservation)
+                        .await?;
                 metrics.build_input_rows.add(index.num_positions());
                 metrics.build_mem_used.set(index.reserved_bytes());
                 Ok::<_, DataFusionError>(Arc::new(index))
