@@ -7,3 +7,4 @@ mod groupby;
 mod limits;
 mod slt;
 mod support;
+mod user_facing;
