@@ -85,6 +85,42 @@ async fn explain_and_columns_show_aggregates_as_written() {
     assert!(result.contains("| 9.75"), "{result}");
 }
 
+/// COPY (query) TO writes a WINDOW JOIN's result (the query gets the
+/// WINDOW JOIN rewrite as a SELECT does).
+#[tokio::test]
+async fn copy_to_writes_a_window_join() {
+    let ctx = context(2);
+    tables(&ctx).await;
+    let dir = tempfile::tempdir().unwrap();
+    let query = format!("SELECT t.ts, avg(p.bid) AS a {JOIN} ORDER BY t.ts");
+    let expected = text(&ctx, &query).await;
+    for ext in ["parquet", "csv", "json"] {
+        let file = dir.path().join(format!("out.{ext}"));
+        let written =
+            text(&ctx, &format!("COPY ({query}) TO '{}'", file.display())).await;
+        assert!(written.contains("| 2     |"), "{ext}: {written}");
+        let read = match ext {
+            "parquet" => {
+                ctx.read_parquet(file.to_str().unwrap(), Default::default())
+                    .await
+            }
+            "csv" => {
+                ctx.read_csv(file.to_str().unwrap(), Default::default())
+                    .await
+            }
+            _ => {
+                ctx.read_json(file.to_str().unwrap(), Default::default())
+                    .await
+            }
+        }
+        .unwrap();
+        ctx.register_table("back", read.into_view()).unwrap();
+        let back = text(&ctx, "SELECT ts, a FROM back ORDER BY ts").await;
+        ctx.deregister_table("back").unwrap();
+        assert_eq!(back, expected, "{ext}");
+    }
+}
+
 /// An aggregate whose text is also a left column's name (a sub-query's
 /// unaliased aggregate) is an error that says so.
 #[tokio::test]
