@@ -139,11 +139,17 @@ pub fn generate(dir: &Path, n: usize) -> Result<()> {
     // about 1 quote in 1000 lacks a side
     let bid: Vec<Option<f64>> = mid
         .iter()
-        .map(|&p| (rng.next() % 1000 != 0).then(|| ((p - 0.01) * 100.0).round() / 100.0))
+        .map(|&p| {
+            (!rng.next().is_multiple_of(1000))
+                .then(|| ((p - 0.01) * 100.0).round() / 100.0)
+        })
         .collect();
     let ask: Vec<Option<f64>> = mid
         .iter()
-        .map(|&p| (rng.next() % 1000 != 0).then(|| ((p + 0.01) * 100.0).round() / 100.0))
+        .map(|&p| {
+            (!rng.next().is_multiple_of(1000))
+                .then(|| ((p + 0.01) * 100.0).round() / 100.0)
+        })
         .collect();
     write_files(
         &dir.join("prices"),
