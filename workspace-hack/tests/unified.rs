@@ -55,7 +55,14 @@ fn features(packages: &[&str], dev: bool) -> BTreeMap<String, BTreeSet<String>> 
     cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .args(["tree", "--locked", "--offline", "--prefix", "none"])
         .args(["--format", "{p}|{f}"])
-        .args(["-e", if dev { "normal,build,dev" } else { "normal,build" }]);
+        .args([
+            "-e",
+            if dev {
+                "normal,build,dev"
+            } else {
+                "normal,build"
+            },
+        ]);
     if packages.is_empty() {
         cmd.arg("--workspace");
     }
@@ -78,7 +85,9 @@ fn features(packages: &[&str], dev: bool) -> BTreeMap<String, BTreeSet<String>> 
             continue;
         }
         let features = rest.trim_end_matches(" (*)").to_string();
-        map.entry(package.trim().to_string()).or_default().insert(features);
+        map.entry(package.trim().to_string())
+            .or_default()
+            .insert(features);
     }
     map
 }
