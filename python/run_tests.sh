@@ -11,12 +11,11 @@ rm -rf "$venv"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 # The dev profile and the shared target/ directory: the build reuses what
-# `cargo test --workspace` compiled (one feature set across the workspace).
+# `cargo test --workspace` compiled (one feature set across the workspace,
+# see workspace-hack/).
 MATURIN_PEP517_ARGS="--profile dev" "$venv/bin/python" -m pip install --quiet "$root/python[test]"
-# The CLI the cross-check test compares with: the binary `cargo test
-# --workspace` built for the CLI's own tests. (Not `cargo build -p
-# tsjoin-cli`: without the workspace's dev-dependencies, feature unification
-# differs and DataFusion would be compiled a second time.)
-cargo test --workspace --locked --no-run --quiet
+# The CLI the cross-check test compares with (its dependencies are the ones
+# built above: every member asks for the same features, see workspace-hack/).
+cargo build -p tsjoin-cli --locked --quiet
 cd "$root/python"
 TSJOIN_CLI="$root/target/debug/tsjoin-cli" "$venv/bin/python" -m pytest -q tests

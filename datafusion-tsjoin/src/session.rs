@@ -75,7 +75,10 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
     }
 }
 
-/// A [`SessionContext`] with DataFusion's defaults and tsjoin enabled.
+/// A [`SessionContext`] with DataFusion's defaults and tsjoin enabled, and
+/// `information_schema` on (DataFusion's default is off), so that `SHOW
+/// TABLES`, `SHOW COLUMNS` and `information_schema.*` work as users of SQL
+/// shells expect.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -103,7 +106,7 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
 /// ```
 pub fn tsjoin_context(config: SessionConfig) -> SessionContext {
     let state = SessionStateBuilder::new()
-        .with_config(config)
+        .with_config(config.with_information_schema(true))
         .with_default_features()
         .with_tsjoin()
         .build();
@@ -115,6 +118,8 @@ pub fn tsjoin_context(config: SessionConfig) -> SessionContext {
 pub trait TsJoinContextExt {
     /// Like `SessionContext::sql`, plus WINDOW JOIN. Several statements
     /// separated by `;` run in order; the last one's result is returned.
+    /// `COPY (query) TO 'file.parquet'` (or `.csv`, `.json`) keeps a result:
+    /// it writes when its [`DataFrame`] is collected.
     fn tsjoin_sql(&self, sql: &str) -> impl Future<Output = Result<DataFrame>> + Send;
 
     /// Names `column` the designated timestamp of `table`.

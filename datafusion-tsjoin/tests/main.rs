@@ -8,3 +8,4 @@ mod lifecycle;
 mod limits;
 mod slt;
 mod support;
+mod user_facing;

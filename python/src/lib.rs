@@ -11,12 +11,14 @@ use arrow::array::{RecordBatch, RecordBatchReader};
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::ffi_stream::ArrowArrayStreamReader;
-use arrow::util::pretty::pretty_format_batches;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use arrow::util::pretty::{pretty_format_batches, pretty_format_batches_with_schema};
 use arrow_pyarrow::{FromPyArrow, IntoPyArrow, ToPyArrow};
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::prelude::{
     CsvReadOptions, DataFrame, ParquetReadOptions, SessionConfig, SessionContext,
@@ -147,7 +149,9 @@ impl PySessionContext {
         memory_limit: Option<usize>,
         settings: Option<HashMap<String, String>>,
     ) -> PyResult<Self> {
-        let mut config = SessionConfig::new();
+        // information_schema on, as in `tsjoin_context`: SHOW TABLES and
+        // SHOW COLUMNS work.
+        let mut config = SessionConfig::new().with_information_schema(true);
         if let Some(n) = threads {
             if n == 0 {
                 return Err(pyo3::exceptions::PyValueError::new_err(
@@ -270,12 +274,23 @@ impl PySessionContext {
             .map_err(py_err)
     }
 
-    /// Plans `query` (statements separated by `;`; DDL and SET run now).
+    /// Plans `query` (statements separated by `;`; DDL, SET and COPY ... TO
+    /// run now).
     fn sql(&self, py: Python<'_>, query: &str) -> PyResult<PyResult_> {
         let ctx = self.ctx.clone();
         let query = query.to_string();
-        let df =
-            wait(py, async move { ctx.tsjoin_sql(&query).await })?.map_err(py_err)?;
+        let df = wait(py, async move {
+            let df = ctx.tsjoin_sql(&query).await?;
+            // A COPY that waited for a conversion would write nothing when
+            // its result is dropped unread: run it now, as DDL runs, and
+            // keep the row count it returns.
+            if matches!(df.logical_plan(), LogicalPlan::Copy(_)) {
+                let counts = df.collect().await?;
+                return ctx.read_batches(counts);
+            }
+            Ok(df)
+        })?
+        .map_err(py_err)?;
         Ok(PyResult_ { df })
     }
 
@@ -394,6 +409,55 @@ impl PyResult_ {
             .to_string())
     }
 
+    /// Runs the query and prints its first `limit` rows as a table (and
+    /// how many rows it has when there are more).
+    #[pyo3(signature = (limit=20))]
+    fn show(&self, py: Python<'_>, limit: usize) -> PyResult<()> {
+        let (batches, more) = self.head(py, limit)?;
+        let mut text = pretty_format_batches_with_schema(self.arrow_schema(), &batches)
+            .map_err(arrow_err)?
+            .to_string();
+        if more {
+            text.push_str(&format!("\n(first {limit} rows shown)"));
+        }
+        py.import("builtins")?.call_method1("print", (text,))?;
+        Ok(())
+    }
+
+    /// The first rows as an HTML table: how Jupyter and other notebooks
+    /// show a result that ends a cell.
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        let (batches, more) = self.head(py, HTML_ROWS)?;
+        let schema = self.arrow_schema();
+        let mut html = String::from("<table>\n<thead><tr>");
+        for field in schema.fields() {
+            html.push_str(&format!("<th>{}</th>", escape_html(field.name())));
+        }
+        html.push_str("</tr></thead>\n<tbody>\n");
+        let options = FormatOptions::default().with_null("NULL");
+        for batch in &batches {
+            let formatters = batch
+                .columns()
+                .iter()
+                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(arrow_err)?;
+            for row in 0..batch.num_rows() {
+                html.push_str("<tr>");
+                for f in &formatters {
+                    let cell = f.value(row).to_string();
+                    html.push_str(&format!("<td>{}</td>", escape_html(&cell)));
+                }
+                html.push_str("</tr>\n");
+            }
+        }
+        html.push_str("</tbody>\n</table>\n");
+        if more {
+            html.push_str(&format!("<p>first {HTML_ROWS} rows shown</p>\n"));
+        }
+        Ok(html)
+    }
+
     fn __repr__(&self) -> String {
         let columns: Vec<String> = self
             .df
@@ -404,6 +468,43 @@ impl PyResult_ {
             .collect();
         format!("tsjoin.Result({})", columns.join(", "))
     }
+}
+
+/// Rows an HTML repr shows.
+const HTML_ROWS: usize = 20;
+
+impl PyResult_ {
+    fn arrow_schema(&self) -> SchemaRef {
+        Arc::new(self.df.schema().as_arrow().clone())
+    }
+
+    /// Runs the query for its first `n` rows; and whether there are more.
+    fn head(&self, py: Python<'_>, n: usize) -> PyResult<(Vec<RecordBatch>, bool)> {
+        let df = self.df.clone();
+        let batches = wait(py, async move {
+            df.limit(0, Some(n.saturating_add(1)))?.collect().await
+        })?
+        .map_err(py_err)?;
+        let total: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let mut kept = vec![];
+        let mut left = n;
+        for b in batches {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(b.num_rows());
+            kept.push(b.slice(0, take));
+            left -= take;
+        }
+        Ok((kept, total > n))
+    }
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A query's record batch stream as a blocking `RecordBatchReader` (what

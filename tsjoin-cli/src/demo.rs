@@ -1,7 +1,7 @@
 //! `tsjoin-cli demo`: a deterministic trades/prices data set (no downloads)
 //! and the showcase WINDOW JOIN, with its result, EXPLAIN and timing.
 
-use crate::{Format, run_sql, tables};
+use crate::{Format, Options, run_sql, tables};
 use arrow::array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
@@ -139,11 +139,17 @@ pub fn generate(dir: &Path, n: usize) -> Result<()> {
     // about 1 quote in 1000 lacks a side
     let bid: Vec<Option<f64>> = mid
         .iter()
-        .map(|&p| (rng.next() % 1000 != 0).then(|| ((p - 0.01) * 100.0).round() / 100.0))
+        .map(|&p| {
+            (!rng.next().is_multiple_of(1000))
+                .then(|| ((p - 0.01) * 100.0).round() / 100.0)
+        })
         .collect();
     let ask: Vec<Option<f64>> = mid
         .iter()
-        .map(|&p| (rng.next() % 1000 != 0).then(|| ((p + 0.01) * 100.0).round() / 100.0))
+        .map(|&p| {
+            (!rng.next().is_multiple_of(1000))
+                .then(|| ((p + 0.01) * 100.0).round() / 100.0)
+        })
         .collect();
     write_files(
         &dir.join("prices"),
@@ -192,13 +198,21 @@ pub async fn run(
     tables::register(ctx, "trades", &dir.join("trades").to_string_lossy()).await?;
     tables::register(ctx, "prices", &dir.join("prices").to_string_lossy()).await?;
     println!("-- {SHOWCASE}\n");
-    run_sql(ctx, SHOWCASE, Format::Table, true).await?;
+    let timed = Options {
+        format: Format::Table,
+        timing: true,
+    };
+    run_sql(ctx, SHOWCASE, timed, None).await?;
     println!("\n-- EXPLAIN");
-    run_sql(ctx, &format!("EXPLAIN {SHOWCASE}"), Format::Table, false).await?;
+    let plan = Options {
+        format: Format::Table,
+        timing: false,
+    };
+    run_sql(ctx, &format!("EXPLAIN {SHOWCASE}"), plan, None).await?;
     println!("\n-- the same WINDOW JOIN over every trade, summarised");
     let all = "SELECT count(*) AS trades, sum(quotes) AS quotes_in_windows, round(avg(avg_bid), 4) AS mean_avg_bid FROM ( \
         SELECT t.ts, avg(p.bid) AS avg_bid, count(*) AS quotes FROM trades t \
         WINDOW JOIN prices p ON p.sym = t.symbol \
         RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING EXCLUDE PREVAILING) w";
-    run_sql(ctx, all, Format::Table, true).await
+    run_sql(ctx, all, timed, None).await
 }

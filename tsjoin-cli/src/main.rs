@@ -4,20 +4,24 @@
 //! tsjoin-cli --table trades=data/trades --timestamp trades=ts -c "SELECT ..."
 //! tsjoin-cli --table trades=t.parquet -f query.sql --format csv --timing
 //! tsjoin-cli --table trades=t.parquet            # interactive
+//! tsjoin-cli --table trades=t.parquet -c "SELECT ..." --output result.parquet
 //! tsjoin-cli demo                                 # generate data, run the showcase
 //! ```
 
 mod contain;
 mod demo;
+mod meta;
 mod output;
 mod repl;
 mod tables;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DFStatement;
 use datafusion_tsjoin::sql::{execute_statement, parse_sql};
 use datafusion_tsjoin::tsjoin_context;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -49,9 +53,29 @@ fn tune_allocator() {
     }
 }
 
+/// What `--help` adds after the options: the interactive commands and how
+/// to keep results.
+fn after_help() -> String {
+    format!(
+        "Without -c or -f, tsjoin-cli reads statements interactively (end each with ';').
+
+Interactive commands:
+{}
+SQL beyond DataFusion's: WINDOW JOIN; SHOW TABLES, SHOW COLUMNS FROM t and
+DESCRIBE t work too.
+
+Keeping results:
+  --output FILE                   the last statement's result to FILE
+                                  (.parquet, .csv, .json)
+  COPY (query) TO 'file.parquet'  a query's result to a file, in any interface
+                                  (.csv and .json too; or STORED AS PARQUET|CSV|JSON)",
+        meta::HELP
+    )
+}
+
 /// SQL with QuestDB's WINDOW JOIN over Parquet and CSV files.
 #[derive(Parser, Debug)]
-#[command(name = "tsjoin-cli", version, about)]
+#[command(name = "tsjoin-cli", version, about, after_help = after_help())]
 struct Cli {
     /// Register a table: NAME=PATH, where PATH is a Parquet file, a directory
     /// of Parquet files (Hive-style partitions too) or a CSV file. Repeatable.
@@ -71,9 +95,16 @@ struct Cli {
     #[arg(long, short = 'f')]
     file: Option<std::path::PathBuf>,
 
-    /// Output format.
+    /// Output format of results (EXPLAIN's plans print as indented text in
+    /// the table format).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+
+    /// Write the last statement's result to FILE instead of printing it, in
+    /// the format its extension names: .parquet, .csv, .json (one object per
+    /// line). Needs -c or -f.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
 
     /// Print the elapsed time of each statement.
     #[arg(long)]
@@ -101,8 +132,9 @@ enum Sub {
 }
 
 /// How results are printed.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Format {
+    #[default]
     /// An ASCII table
     Table,
     /// CSV with a header
@@ -142,56 +174,95 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
     if let Some(Sub::Demo { dir, trades }) = cli.sub {
         return demo::run(&ctx, dir, trades).await;
     }
+    if let Some(path) = &cli.output {
+        if cli.command.is_none() && cli.file.is_none() {
+            return Err(DataFusionError::Plan(
+                "--output needs the SQL to run (-c or -f)".into(),
+            ));
+        }
+        output::FileFormat::of(path)?;
+    }
     contain::contained(tables::register_all(&ctx, &cli.tables, &cli.timestamps)).await?;
     let sql = match (&cli.command, &cli.file) {
         (Some(c), _) => Some(c.clone()),
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
-            datafusion::error::DataFusionError::Execution(format!(
-                "cannot read {}: {e}",
-                f.display()
-            ))
+            DataFusionError::Execution(format!("cannot read {}: {e}", f.display()))
         })?),
         (None, None) => None,
     };
+    let options = Options {
+        format: cli.format,
+        timing: cli.timing,
+    };
     match sql {
-        Some(sql) => run_sql(&ctx, &sql, cli.format, cli.timing).await,
-        None => repl::run(&ctx, cli.format, cli.timing).await,
+        Some(sql) => run_sql(&ctx, &sql, options, cli.output.as_deref()).await,
+        None => repl::run(&ctx, options).await,
     }
 }
 
-/// Runs `sql` (each statement in turn), printing every query's result;
-/// the first error stops the rest. Ctrl-C cancels the running statement.
+/// How statements' results are shown (the interactive `\format` and
+/// `\timing` change them).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Format of results
+    pub format: Format,
+    /// Print each statement's row count and elapsed time (on stderr)
+    pub timing: bool,
+}
+
+/// Runs `sql` (each statement in turn), printing every query's result, or
+/// writing the last statement's result to `output`; the first error stops
+/// the rest. Ctrl-C cancels the running statement.
 pub async fn run_sql(
     ctx: &SessionContext,
     sql: &str,
-    format: Format,
-    timing: bool,
+    options: Options,
+    output: Option<&Path>,
 ) -> Result<()> {
     let statements = parse_sql(ctx, sql).await?;
     if statements.is_empty() {
-        return Err(datafusion::error::DataFusionError::Plan(
-            "no SQL statement given".into(),
-        ));
+        return Err(DataFusionError::Plan("no SQL statement given".into()));
     }
-    for st in statements {
+    let count = statements.len();
+    for (i, st) in statements.into_iter().enumerate() {
         let start = Instant::now();
+        let explain = matches!(st, DFStatement::Explain(_));
+        let target = output.filter(|_| i + 1 == count);
         let work = async {
             let df = execute_statement(ctx, st).await?;
             let schema = df.schema().as_arrow().clone();
-            let batches = df.collect().await?;
-            Ok::<_, datafusion::error::DataFusionError>((schema, batches))
-        };
-        let (schema, batches) = tokio::select! {
-            r = contain::contained(work) => r?,
-            _ = tokio::signal::ctrl_c() => {
-                return Err(datafusion::error::DataFusionError::Execution("query cancelled".into()));
+            match target {
+                Some(path) => {
+                    if schema.fields().is_empty() {
+                        return Err(DataFusionError::Plan(format!(
+                            "--output {}: the last statement returns no result",
+                            path.display()
+                        )));
+                    }
+                    let rows = output::write(df, path).await?;
+                    Ok((schema, vec![], rows))
+                }
+                None => {
+                    let batches = df.collect().await?;
+                    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                    Ok((schema, batches, rows))
+                }
             }
         };
-        if !schema.fields().is_empty() {
-            output::print(&schema, &batches, format)?;
+        let (schema, batches, rows) = tokio::select! {
+            r = contain::contained(work) => r?,
+            _ = tokio::signal::ctrl_c() => {
+                return Err(DataFusionError::Execution("query cancelled".into()));
+            }
+        };
+        if target.is_none() && !schema.fields().is_empty() {
+            if explain && options.format == Format::Table {
+                output::print_plan(&batches)?;
+            } else {
+                output::print(&schema, &batches, options.format)?;
+            }
         }
-        if timing {
-            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        if options.timing {
             eprintln!("{rows} row(s) in {:.3} s", start.elapsed().as_secs_f64());
         }
     }

@@ -1,6 +1,13 @@
-//! End-to-end tests of the `tsjoin-cli` binary.
+//! End-to-end tests of the `tsjoin-cli` binary (one test binary: the
+//! modules below share it).
 
-use std::process::Command;
+mod files;
+mod readme;
+mod repl;
+mod user_facing;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 /// The binary as a user runs it (RUST_BACKTRACE, which makes it print
 /// panics it contains, unset).
@@ -18,6 +25,46 @@ fn run(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Runs the binary with `input` on stdin (the interactive shell reading a
+/// pipe): (success, stdout, stderr).
+fn run_stdin(args: &[&str], input: &str) -> (bool, String, String) {
+    let mut child = cli()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--table` arguments for the shipped CSV example.
+fn example_tables() -> Vec<String> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata");
+    vec![
+        "-t".into(),
+        format!("trades={root}/trades.csv"),
+        "-t".into(),
+        format!("prices={root}/prices.csv"),
+    ]
+}
+
+/// A WINDOW JOIN over the shipped example.
+const EXAMPLE_JOIN: &str = "SELECT t.ts, t.symbol, count(*) AS quotes, avg(p.bid) \
+    FROM trades t WINDOW JOIN prices p ON p.sym = t.symbol \
+    RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW ORDER BY t.ts";
 
 #[test]
 fn demo_generates_data_and_runs_the_showcase() {

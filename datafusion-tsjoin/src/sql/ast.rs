@@ -4,8 +4,9 @@
 //! 1. rejects what QuestDB rejects at that level (GROUP BY, HAVING, window
 //!    functions, bare right-table columns in SELECT, right columns in WHERE);
 //! 2. moves every aggregate of the SELECT list and ORDER BY into the marker
-//!    of the WINDOW JOIN it belongs to, leaving a column reference
-//!    `__tsjoin_wj<n>_agg<i>` (aliased with the original text) behind;
+//!    of the WINDOW JOIN it belongs to, leaving behind a reference to the
+//!    column the join outputs for it, named by the aggregate's text
+//!    ([`agg_column`]);
 //! 3. expands `*` to the left relations' columns;
 //! 4. nests each WINDOW JOIN with everything to its left into a
 //!    `TableFactor::NestedJoin`, so that the relation planner receives it.
@@ -21,9 +22,13 @@ use sqlparser::ast::{
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
-/// Column name of aggregate `i` of WINDOW JOIN number `n`.
-pub fn agg_column(n: usize, i: usize) -> String {
-    format!("__tsjoin_wj{n}_agg{i}")
+/// Name of the column a WINDOW JOIN outputs for aggregate `agg`: its SQL
+/// text as written (`avg(p.bid)`), the name errors, EXPLAIN and unaliased
+/// result columns then show. The AST pass references it and the relation
+/// planner names it, both from the same expression. (Aggregates with the
+/// same text share one column; equal texts always belong to the same join.)
+pub fn agg_column(agg: &Expr) -> String {
+    agg.to_string()
 }
 
 /// Identifier as DataFusion normalises it (unquoted → lower case).
@@ -162,7 +167,6 @@ fn rewrite_set_expr(
 
 /// One WINDOW JOIN of a SELECT.
 struct WindowJoinRef {
-    number: usize,
     /// Normalised alias (or table name) of the right relation.
     qualifier: Option<String>,
     /// Normalised table name when the right relation is a table.
@@ -227,13 +231,12 @@ fn rewrite_select(
     let mut joins: Vec<WindowJoinRef> = vec![];
     for (ti, twj) in select.from.iter().enumerate() {
         for (ji, j) in twj.joins.iter().enumerate() {
-            if let Some(number) = marker(j).and_then(marker_number) {
+            if marker(j).and_then(marker_number).is_some() {
                 let table = match &j.relation {
                     TableFactor::Table { name, .. } => Some(object_name_norm(name)),
                     _ => None,
                 };
                 joins.push(WindowJoinRef {
-                    number,
                     qualifier: relation_qualifier(&j.relation),
                     table,
                     at: (ti, ji),
@@ -411,16 +414,13 @@ impl VisitorMut for Mover<'_> {
                 return ControlFlow::Break(());
             }
         };
-        let text = e.to_string();
+        let text = agg_column(e);
         let j = &mut self.joins[k];
-        let i = match j.aggs.iter().position(|(t, _)| *t == text) {
-            Some(i) => i,
-            None => {
-                j.aggs.push((text, e.clone()));
-                j.aggs.len() - 1
-            }
-        };
-        *e = Expr::Identifier(Ident::new(agg_column(j.number, i)));
+        if !j.aggs.iter().any(|(t, _)| *t == text) {
+            j.aggs.push((text.clone(), e.clone()));
+        }
+        // Quoted: the name is the text as written, not normalised.
+        *e = Expr::Identifier(Ident::with_quote('"', text));
         ControlFlow::Continue(())
     }
 }

@@ -20,7 +20,7 @@ use datafusion::common::{DataFusionError, Result, plan_datafusion_err};
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::parser::{CopyToSource, DFParserBuilder, Statement as DFStatement};
 use sqlparser::ast::{ObjectNamePart, Value};
 use sqlparser::dialect::dialect_from_str;
 use sqlparser::tokenizer::Tokenizer;
@@ -97,6 +97,21 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
             )
         }
         DFStatement::Explain(e) => Box::pin(prepare(ctx, &mut e.statement)).await,
+        // COPY (query) TO ...: the query gets the pass a SELECT gets.
+        DFStatement::CopyTo(copy) => {
+            if let CopyToSource::Query(query) = &mut copy.source {
+                let mut st = DFStatement::Statement(Box::new(
+                    sqlparser::ast::Statement::Query(query.clone()),
+                ));
+                Box::pin(prepare(ctx, &mut st)).await?;
+                if let DFStatement::Statement(s) = st
+                    && let sqlparser::ast::Statement::Query(q) = *s
+                {
+                    *query = q;
+                }
+            }
+            Ok(())
+        }
         DFStatement::CreateExternalTable(cet) => {
             let pos = cet
                 .options

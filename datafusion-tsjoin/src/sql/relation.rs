@@ -97,7 +97,7 @@ impl WindowJoinRelationPlanner {
         marker: &ast::Function,
         constraint: JoinConstraint,
     ) -> Result<WindowJoinNode> {
-        let number = marker_number(marker)
+        marker_number(marker)
             .ok_or_else(|| plan_datafusion_err!("malformed WINDOW JOIN marker"))?;
         let args = call_args(marker);
         if args.len() < 8 {
@@ -193,7 +193,7 @@ impl WindowJoinRelationPlanner {
         // Aggregates moved here by the AST pass.
         let mut aggs = vec![];
         let mut names = vec![];
-        for (i, a) in args[8..].iter().enumerate() {
+        for a in &args[8..] {
             let e = ctx.sql_to_expr((*a).clone(), &joined)?;
             let e = match e {
                 Expr::Alias(a) => *a.expr,
@@ -202,8 +202,16 @@ impl WindowJoinRelationPlanner {
             if !matches!(e, Expr::AggregateFunction(_)) {
                 return plan_err!("WINDOW JOIN expects an aggregate function, got {e}");
             }
+            let name = agg_column(a);
+            // The column would be ambiguous next to a left column of that
+            // name (a sub-query's unaliased aggregate, say).
+            if left.schema().fields().iter().any(|f| *f.name() == name) {
+                return plan_err!(
+                    "WINDOW JOIN aggregate {name}: its left side already has a column named {name}; alias one of them"
+                );
+            }
             aggs.push(e);
-            names.push(agg_column(number, i));
+            names.push(name);
         }
         WindowJoinNode::try_new(
             Arc::new(left),

@@ -330,7 +330,12 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
             .aggs
             .iter()
             .zip(&self.agg_names)
-            .map(|(a, n)| format!("{a} AS {n}"))
+            // Output columns are named by the aggregate as written: show
+            // the name only where DataFusion displays the aggregate otherwise.
+            .map(|(a, n)| match a.to_string() {
+                shown if shown == *n => shown,
+                shown => format!("{shown} AS {n}"),
+            })
             .collect();
         write!(
             f,

@@ -94,7 +94,13 @@ class SessionContext:
         return self._ctx.tables()
 
     def sql(self, query: str) -> Result:
-        """Plans ``query`` (DDL and SET run at once); the :class:`Result` runs when converted."""
+        """Plans ``query``; the :class:`Result` runs when converted or shown.
+
+        DDL, ``SET`` and ``COPY (query) TO 'file'`` run at once: COPY writes
+        Parquet, CSV or JSON (one object per line) by the file's extension,
+        or as ``STORED AS PARQUET|CSV|JSON`` says, and its result is the row
+        count. ``SHOW TABLES`` and ``DESCRIBE t`` list tables and columns.
+        """
         return self._ctx.sql(query)
 
 

@@ -1,0 +1,122 @@
+//! Keeping results: `COPY (query) TO 'file'` and `--output FILE`, read back.
+
+use crate::{EXAMPLE_JOIN, example_tables, run};
+use std::path::Path;
+
+/// The example join's result as CSV, printed.
+fn expected() -> String {
+    let tables = example_tables();
+    let mut args: Vec<&str> = tables.iter().map(String::as_str).collect();
+    args.extend(["--format", "csv", "-c", EXAMPLE_JOIN]);
+    let (ok, out, err) = run(&args);
+    assert!(ok, "{err}");
+    out
+}
+
+/// `file` read back through the CLI as a table, as CSV.
+fn read_back(file: &Path) -> String {
+    let (ok, out, err) = run(&[
+        "-t",
+        &format!("kept={}", file.display()),
+        "--format",
+        "csv",
+        "-c",
+        "SELECT * FROM kept ORDER BY ts",
+    ]);
+    assert!(ok, "{err}");
+    out
+}
+
+fn with_tables(extra: &[&str]) -> (bool, String, String) {
+    let tables = example_tables();
+    let mut args: Vec<&str> = tables.iter().map(String::as_str).collect();
+    args.extend(extra);
+    run(&args)
+}
+
+#[test]
+fn copy_to_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = expected();
+    for ext in ["parquet", "csv", "json"] {
+        let file = dir.path().join(format!("copy.{ext}"));
+        let sql = format!("COPY ({EXAMPLE_JOIN}) TO '{}'", file.display());
+        let (ok, out, err) = with_tables(&["--format", "csv", "-c", &sql]);
+        assert!(ok, "{ext}: {err}");
+        // COPY answers the number of rows it wrote.
+        assert_eq!(out, "count\n5\n", "{ext}");
+        match ext {
+            "json" => {
+                let text = std::fs::read_to_string(&file).unwrap();
+                assert_eq!(text.lines().count(), 5, "{text}");
+                assert!(
+                    text.starts_with("{\"ts\":\"2024-01-02T09:30:00.100\""),
+                    "{text}"
+                );
+            }
+            _ => assert_eq!(read_back(&file), expected, "{ext}"),
+        }
+    }
+}
+
+#[test]
+fn output_writes_the_last_result_by_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = expected();
+    for ext in ["parquet", "csv", "json"] {
+        let file = dir.path().join("sub").join(format!("out.{ext}"));
+        // An existing file is replaced.
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "stale").unwrap();
+        let script = format!("SELECT 1 AS printed; {EXAMPLE_JOIN}");
+        let (ok, out, err) = with_tables(&[
+            "--format",
+            "csv",
+            "--timing",
+            "--output",
+            file.to_str().unwrap(),
+            "-c",
+            &script,
+        ]);
+        assert!(ok, "{ext}: {err}");
+        // Earlier results still print; the last one goes to the file.
+        assert_eq!(out, "printed\n1\n", "{ext}");
+        assert!(err.contains("5 row(s) in"), "{err}");
+        match ext {
+            "json" => {
+                let text = std::fs::read_to_string(&file).unwrap();
+                assert_eq!(text.lines().count(), 5, "{text}");
+            }
+            _ => assert_eq!(read_back(&file), expected, "{ext}"),
+        }
+    }
+}
+
+#[test]
+fn output_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("out.xlsx");
+    let none = dir.path().join("none.csv");
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec!["-o", bad.to_str().unwrap(), "-c", "SELECT 1"],
+            "name a .parquet, .csv or .json file",
+        ),
+        (vec!["-o", none.to_str().unwrap()], "needs the SQL to run"),
+        (
+            vec![
+                "-o",
+                none.to_str().unwrap(),
+                "-c",
+                "CREATE TABLE x AS VALUES (1)",
+            ],
+            "returns no result",
+        ),
+    ];
+    for (args, message) in cases {
+        let (ok, _, err) = run(&args);
+        assert!(!ok, "{args:?}");
+        assert!(err.starts_with("Error: ") && err.contains(message), "{err}");
+    }
+    assert!(!bad.exists() && !none.exists());
+}
