@@ -2,8 +2,11 @@
 
 use datafusion::common::config::ConfigExtension;
 use datafusion::common::extensions_options;
+use datafusion::common::{Result, plan_datafusion_err};
+use datafusion::execution::context::SessionContext;
 use parking_lot::RwLock;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 extensions_options! {
     /// tsjoin's session settings, set with `SET tsjoin.<name> = <value>` or
@@ -83,4 +86,18 @@ impl TimestampRegistry {
     pub fn is_designated_anywhere(&self, column: &str) -> bool {
         self.columns.read().values().any(|c| c == column)
     }
+}
+
+/// Option of `CREATE EXTERNAL TABLE … OPTIONS (...)` naming the designated
+/// timestamp column; tsjoin removes it before DataFusion sees the options.
+pub const DESIGNATED_TIMESTAMP_OPTION: &str = "designated_timestamp";
+
+/// The session's designated-timestamp registry (present once tsjoin is enabled).
+pub fn registry(ctx: &SessionContext) -> Result<Arc<TimestampRegistry>> {
+    ctx.state()
+        .config()
+        .get_extension::<TimestampRegistry>()
+        .ok_or_else(|| {
+            plan_datafusion_err!("tsjoin is not enabled on this SessionContext")
+        })
 }

@@ -20,7 +20,9 @@
 //!
 //! Files depend one way: `rule.rs ─▶ exec.rs ─▶ stream.rs ─▶
 //! dictionary_scan.rs, fallback.rs ─▶ table.rs ─▶ keys.rs, accumulate.rs`,
-//! with `spec.rs` and `metrics.rs` shared.
+//! with `spec.rs` and `metrics.rs` shared. One pair is mutually recursive
+//! by nature: a composite key (`composite.rs`) is a list of column keys and
+//! is itself one kind of key (`keys.rs`).
 
 mod accumulate;
 mod composite;

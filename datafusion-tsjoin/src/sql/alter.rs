@@ -14,7 +14,7 @@
 //! order and the table is replaced only when all of them succeed.
 
 use super::ast::norm;
-use super::registry;
+use crate::config::registry;
 use datafusion::arrow::array::{ArrayRef, new_null_array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};

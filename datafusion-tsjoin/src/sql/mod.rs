@@ -2,19 +2,19 @@
 //!
 //! `SessionContext::sql` cannot be extended with new join syntax, so
 //! [`plan_sql`] tokenises with the session's dialect, rewrites WINDOW JOIN
-//! clauses ([`rewrite`]), parses with DataFusion's parser, moves aggregates
-//! into place ([`ast`]) and plans through the session, whose
+//! clauses (`rewrite.rs`), parses with DataFusion's parser, moves aggregates
+//! into place (`ast.rs`) and plans through the session, whose
 //! [`WindowJoinRelationPlanner`] builds the logical node.
 
-pub mod alter;
-pub mod ast;
-pub mod questdb_ddl;
+mod alter;
+mod ast;
+mod questdb_ddl;
 mod relation;
-pub mod rewrite;
+mod rewrite;
 
+pub use crate::config::{DESIGNATED_TIMESTAMP_OPTION, registry};
 pub use relation::WindowJoinRelationPlanner;
 
-use crate::config::TimestampRegistry;
 use ast::{AstContext, norm, right_table_names};
 use datafusion::common::{DataFusionError, Result, plan_datafusion_err};
 use datafusion::dataframe::DataFrame;
@@ -25,11 +25,6 @@ use sqlparser::ast::{ObjectNamePart, Value};
 use sqlparser::dialect::dialect_from_str;
 use sqlparser::tokenizer::Tokenizer;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-
-/// Option of `CREATE EXTERNAL TABLE … OPTIONS (...)` naming the designated
-/// timestamp column; tsjoin removes it before DataFusion sees the options.
-pub const DESIGNATED_TIMESTAMP_OPTION: &str = "designated_timestamp";
 
 /// Parses `sql` (one or more statements), WINDOW JOINs included. Each
 /// statement still needs [`prepare`] (against the catalog as it is when the
@@ -174,16 +169,6 @@ fn take_designated_timestamp(
     }
     registry(ctx)?.set(&ct.name.to_string(), &column);
     Ok(())
-}
-
-/// The session's designated-timestamp registry (present once tsjoin is enabled).
-pub fn registry(ctx: &SessionContext) -> Result<Arc<TimestampRegistry>> {
-    ctx.state()
-        .config()
-        .get_extension::<TimestampRegistry>()
-        .ok_or_else(|| {
-            plan_datafusion_err!("tsjoin is not enabled on this SessionContext")
-        })
 }
 
 /// Plans every statement of `sql` into a logical plan (statements that

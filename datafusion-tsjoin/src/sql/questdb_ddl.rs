@@ -37,16 +37,11 @@
 //! anywhere); everything else passes through token for token.
 
 use super::rewrite::word_is;
-use crate::sql::DESIGNATED_TIMESTAMP_OPTION;
+use crate::config::DESIGNATED_TIMESTAMP_OPTION;
 use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
 /// The DataFusion type for a QuestDB-only type name, if it is one.
 ///
-/// ```
-/// use datafusion_tsjoin::sql::questdb_ddl::questdb_type;
-/// assert_eq!(questdb_type("symbol"), Some("VARCHAR"));
-/// assert_eq!(questdb_type("DOUBLE"), None);
-/// ```
 pub fn questdb_type(name: &str) -> Option<&'static str> {
     Some(match name.to_ascii_uppercase().as_str() {
         "SYMBOL" | "STRING" => "VARCHAR",
@@ -489,6 +484,12 @@ fn alter_table(statement: &[TokenWithSpan]) -> Edit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn questdb_only_types_map_to_datafusions() {
+        assert_eq!(questdb_type("symbol"), Some("VARCHAR"));
+        assert_eq!(questdb_type("DOUBLE"), None);
+    }
     use sqlparser::dialect::GenericDialect;
     use sqlparser::tokenizer::Tokenizer;
 
