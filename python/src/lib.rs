@@ -1,7 +1,7 @@
 //! `tsjoin._tsjoin`: the native half of the `tsjoin` Python package.
 //!
 //! Two classes: [`PySessionContext`] (register data, run SQL, settings) and
-//! [`PyResult_`] (a planned query, turned into Arrow, pandas or polars on
+//! [`QueryResult`] (a planned query, turned into Arrow, pandas or polars on
 //! demand, or streamed). Every wait on the engine releases the GIL and
 //! checks for signals every 50 ms, so Ctrl-C raises `KeyboardInterrupt` and
 //! drops (cancels) the query. Arrow data crosses the boundary through the
@@ -276,7 +276,7 @@ impl PySessionContext {
 
     /// Plans `query` (statements separated by `;`; DDL, SET and COPY ... TO
     /// run now).
-    fn sql(&self, py: Python<'_>, query: &str) -> PyResult<PyResult_> {
+    fn sql(&self, py: Python<'_>, query: &str) -> PyResult<QueryResult> {
         let ctx = self.ctx.clone();
         let query = query.to_string();
         let df = wait(py, async move {
@@ -291,7 +291,7 @@ impl PySessionContext {
             Ok(df)
         })?
         .map_err(py_err)?;
-        Ok(PyResult_ { df })
+        Ok(QueryResult { df })
     }
 
     /// Names of the registered tables.
@@ -336,12 +336,12 @@ fn partition(batches: &[RecordBatch], n: usize) -> Vec<Vec<RecordBatch>> {
 
 /// A planned query. Each conversion runs it (again).
 #[pyclass(name = "Result", module = "tsjoin._tsjoin", frozen)]
-struct PyResult_ {
+struct QueryResult {
     df: DataFrame,
 }
 
 #[pymethods]
-impl PyResult_ {
+impl QueryResult {
     /// The result's schema, as a `pyarrow.Schema`.
     #[getter]
     fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -473,7 +473,7 @@ impl PyResult_ {
 /// Rows an HTML repr shows.
 const HTML_ROWS: usize = 20;
 
-impl PyResult_ {
+impl QueryResult {
     fn arrow_schema(&self) -> SchemaRef {
         Arc::new(self.df.schema().as_arrow().clone())
     }
@@ -539,7 +539,7 @@ impl RecordBatchReader for StreamReader {
 #[pymodule]
 fn _tsjoin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySessionContext>()?;
-    m.add_class::<PyResult_>()?;
+    m.add_class::<QueryResult>()?;
     m.add("TsJoinError", m.py().get_type::<TsJoinError>())?;
     m.add("SQLError", m.py().get_type::<SQLError>())?;
     m.add("ExecutionError", m.py().get_type::<ExecutionError>())?;
