@@ -242,20 +242,18 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         let Some(n) = node.node.as_any().downcast_ref::<WindowJoinNode>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.node.name());
         };
+        let layout = n.expr_layout();
         let msg = WindowJoinNodeProto {
             exprs: n
                 .expressions()
                 .iter()
                 .map(|e| Ok(serialize_expr(e, self)?))
                 .collect::<Result<_>>()?,
-            keys: n.on.len() as u32,
-            has_filter: n.filter.is_some(),
-            bounds: bound_strings([
-                (n.lo.unit, n.lo.direction),
-                (n.hi.unit, n.hi.direction),
-            ]),
-            prevailing: n.prevailing.as_str().into(),
-            agg_names: n.agg_names.clone(),
+            keys: layout.n_keys as u32,
+            has_filter: layout.has_filter,
+            bounds: bound_strings([layout.lo, layout.hi]),
+            prevailing: layout.prevailing.as_str().into(),
+            agg_names: layout.agg_names,
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf)

@@ -9,7 +9,7 @@
 //! table (the caller switches).
 
 use super::accumulate::count_ids;
-use super::keys::GroupKeys;
+use super::group_keys::GroupKeys;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::DataType;

@@ -11,7 +11,7 @@
 //! Pages that fell back to PLAIN are decoded and interned like any batch.
 
 use super::accumulate::count_ids;
-use super::keys::GroupKeys;
+use super::group_keys::GroupKeys;
 use crate::kernels::rle::HybridDecoder;
 use bytes::Bytes;
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringViewBuilder, new_null_array};

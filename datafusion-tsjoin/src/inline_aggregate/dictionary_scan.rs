@@ -34,7 +34,7 @@
 use super::accumulate::InlineAgg;
 use super::dictionary_codes::{KeyChunk, Physical};
 use super::fetched::{Chunks, chunk_range};
-use super::keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
+use super::group_keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::table::Table;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};

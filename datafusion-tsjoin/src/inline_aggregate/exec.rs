@@ -3,7 +3,7 @@
 
 use super::accumulate::InlineAgg;
 use super::dictionary_scan::DictionaryScan;
-use super::keys::KeyShape;
+use super::group_keys::KeyShape;
 use super::metrics::InlineAggregateMetrics;
 use super::spec::AggregateSpec;
 use super::stream::{Run, StreamArgs, inline_aggregate_stream};

@@ -26,7 +26,7 @@
 //!
 //! [`InlineAggregateExec`]: super::InlineAggregateExec
 
-use super::keys::GroupKeys;
+use super::group_keys::GroupKeys;
 use super::table::Phase1Task;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Phase 1 maps each row to a dense group id per input partition
-//! (`keys.rs`, `int_map.rs`, `view_keys.rs`, `composite.rs`) and folds each
+//! (`group_keys.rs`, `int_map.rs`, `view_keys.rs`, `composite.rs`) and folds each
 //! aggregate's input into typed per-group vectors with one tight loop
 //! (`accumulate.rs`); the partial tables (`table.rs`) are then merged per
 //! output partition (`stream.rs`). Over Parquet files with a
@@ -19,10 +19,10 @@
 //! groups it may hand over to DataFusion's aggregate (`fallback.rs`).
 //!
 //! Files depend one way: `rule.rs ─▶ exec.rs ─▶ stream.rs ─▶
-//! dictionary_scan.rs, fallback.rs ─▶ table.rs ─▶ keys.rs, accumulate.rs`,
+//! dictionary_scan.rs, fallback.rs ─▶ table.rs ─▶ group_keys.rs, accumulate.rs`,
 //! with `spec.rs` and `metrics.rs` shared. One pair is mutually recursive
 //! by nature: a composite key (`composite.rs`) is a list of column keys and
-//! is itself one kind of key (`keys.rs`).
+//! is itself one kind of key (`group_keys.rs`).
 
 mod accumulate;
 mod composite;
@@ -31,8 +31,8 @@ mod dictionary_scan;
 mod exec;
 mod fallback;
 mod fetched;
+mod group_keys;
 mod int_map;
-mod keys;
 mod metrics;
 mod rule;
 mod spec;

@@ -3,7 +3,7 @@
 
 use super::accumulate::{AggFn, InlineAgg, supported};
 use super::exec::InlineAggregateExec;
-use super::keys::KeyShape;
+use super::group_keys::KeyShape;
 use crate::config::TsJoinOptions;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;

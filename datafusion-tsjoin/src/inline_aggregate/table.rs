@@ -3,7 +3,7 @@
 //! passes on, and the finished [`Partial`] tables.
 
 use super::accumulate::State;
-use super::keys::GroupKeys;
+use super::group_keys::GroupKeys;
 use super::spec::AggregateSpec;
 use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
 use datafusion::arrow::compute::take;

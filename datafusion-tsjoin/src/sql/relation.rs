@@ -389,7 +389,7 @@ fn designated_name(plan: &LogicalPlan, reg: &TimestampRegistry) -> Option<String
         LogicalPlan::TableScan(scan) => reg.get(scan.table_name.table()),
         LogicalPlan::Extension(ext) => {
             match ext.node.as_any().downcast_ref::<WindowJoinNode>() {
-                Some(node) => match &node.left_ts {
+                Some(node) => match &node.clause.left_ts {
                     Expr::Column(c) => Some(c.name.clone()),
                     _ => None,
                 },

@@ -166,16 +166,20 @@ impl WindowBound {
 
 impl fmt::Display for WindowBound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.unit {
-            BoundUnit::Raw => write!(f, "{} {}", self.value, self.direction.as_str()),
-            u => write!(
-                f,
-                "{} {} {}",
-                self.value,
-                u.as_str(),
-                self.direction.as_str()
-            ),
-        }
+        fmt_bound(f, &self.value, self.unit, self.direction)
+    }
+}
+
+/// Writes a bound as SQL reads it: `value [unit] preceding|following`.
+pub(crate) fn fmt_bound(
+    f: &mut fmt::Formatter<'_>,
+    value: &dyn fmt::Display,
+    unit: BoundUnit,
+    direction: Direction,
+) -> fmt::Result {
+    match unit {
+        BoundUnit::Raw => write!(f, "{value} {}", direction.as_str()),
+        u => write!(f, "{value} {} {}", u.as_str(), direction.as_str()),
     }
 }
 

@@ -22,7 +22,7 @@ use super::bounds::Prevailing;
 use super::eval::{eval_all, eval_ticks};
 use super::fast::column::{ColumnSpec, ColumnType, FastColumn, Placed};
 use super::fast::{FastAgg, FastPlan};
-use super::keys::KeyIndex;
+use super::key_index::KeyIndex;
 use super::par::{for_group_ranges, par_each};
 use super::place::{
     NO_GROUP, Piece, Placement, Span, gather_column, gather_flags, layout,

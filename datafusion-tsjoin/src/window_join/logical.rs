@@ -42,11 +42,13 @@ pub(crate) fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Side {
 
 /// What a WINDOW JOIN clause says besides its inputs: the parts of a
 /// [`WindowJoinNode`], as the SQL front end resolves them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd)]
 pub struct WindowJoinClause {
     /// Equality keys `(left expr, right expr)`, coerced to one type per pair.
+    /// Keys compare null-safely: NULL matches NULL, as in QuestDB.
     pub on: Vec<(Expr, Expr)>,
-    /// Remaining ON conjuncts.
+    /// Remaining ON conjuncts over left and/or right columns; a pair joins
+    /// only when it is true. Never removes a left row.
     pub filter: Option<Expr>,
     /// Designated timestamp of the left input.
     pub left_ts: Expr,
@@ -58,7 +60,7 @@ pub struct WindowJoinClause {
     pub hi: WindowBound,
     /// INCLUDE or EXCLUDE PREVAILING.
     pub prevailing: Prevailing,
-    /// Aggregate expressions over the joined schema.
+    /// Aggregate expressions (`Expr::AggregateFunction`) over the joined schema.
     pub aggs: Vec<Expr>,
     /// Output column name of each aggregate.
     pub agg_names: Vec<String>,
@@ -98,26 +100,9 @@ pub struct WindowJoinNode {
     pub left: Arc<LogicalPlan>,
     /// Right (WINDOW JOIN) input
     pub right: Arc<LogicalPlan>,
-    /// Equality keys `(left expr, right expr)`, coerced to one type per pair.
-    /// Keys compare null-safely: NULL matches NULL, as in QuestDB.
-    pub on: Vec<(Expr, Expr)>,
-    /// Remaining ON conjuncts over left and/or right columns; a pair joins
-    /// only when it is true. Never removes a left row.
-    pub filter: Option<Expr>,
-    /// Designated timestamp of the left input
-    pub left_ts: Expr,
-    /// Designated timestamp of the right input
-    pub right_ts: Expr,
-    /// Window start
-    pub lo: WindowBound,
-    /// Window end
-    pub hi: WindowBound,
-    /// INCLUDE or EXCLUDE PREVAILING
-    pub prevailing: Prevailing,
-    /// Aggregate expressions (`Expr::AggregateFunction`) over the joined schema
-    pub aggs: Vec<Expr>,
-    /// Output column name of each aggregate
-    pub agg_names: Vec<String>,
+    /// The clause: keys, filter, timestamps, bounds, prevailing mode and
+    /// aggregates.
+    pub clause: WindowJoinClause,
     schema: DFSchemaRef,
 }
 
@@ -128,17 +113,7 @@ impl WindowJoinNode {
         right: Arc<LogicalPlan>,
         clause: WindowJoinClause,
     ) -> Result<Self> {
-        let WindowJoinClause {
-            on,
-            filter,
-            left_ts,
-            right_ts,
-            lo,
-            hi,
-            prevailing,
-            aggs,
-            agg_names,
-        } = clause;
+        let (aggs, agg_names) = (&clause.aggs, &clause.agg_names);
         if aggs.len() != agg_names.len() {
             return internal_err!(
                 "WindowJoinNode: {} aggregates but {} names",
@@ -152,7 +127,7 @@ impl WindowJoinNode {
             .iter()
             .map(|(q, f)| (q.cloned(), Arc::clone(f)))
             .collect();
-        for (agg, name) in aggs.iter().zip(&agg_names) {
+        for (agg, name) in aggs.iter().zip(agg_names) {
             let (_, field) = agg.to_field(&joined)?;
             let field = field.as_ref().clone().with_name(name).with_nullable(true);
             fields.push((None, Arc::new(field)));
@@ -162,15 +137,7 @@ impl WindowJoinNode {
         Ok(Self {
             left,
             right,
-            on,
-            filter,
-            left_ts,
-            right_ts,
-            lo,
-            hi,
-            prevailing,
-            aggs,
-            agg_names,
+            clause,
             schema: Arc::new(schema),
         })
     }
@@ -243,12 +210,12 @@ impl WindowJoinNode {
     /// expressions out, for [`Self::try_from_exprs`].
     pub fn expr_layout(&self) -> ExprLayout {
         ExprLayout {
-            n_keys: self.on.len(),
-            has_filter: self.filter.is_some(),
-            lo: (self.lo.unit, self.lo.direction),
-            hi: (self.hi.unit, self.hi.direction),
-            prevailing: self.prevailing,
-            agg_names: self.agg_names.clone(),
+            n_keys: self.clause.on.len(),
+            has_filter: self.clause.filter.is_some(),
+            lo: (self.clause.lo.unit, self.clause.lo.direction),
+            hi: (self.clause.hi.unit, self.clause.hi.direction),
+            prevailing: self.clause.prevailing,
+            agg_names: self.clause.agg_names.clone(),
         }
     }
 
@@ -269,19 +236,8 @@ impl WindowJoinNode {
 impl PartialOrd for WindowJoinNode {
     // DFSchema has no ordering, so compare everything but the derived schema.
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        let key = |n: &Self| {
-            (
-                Arc::clone(&n.left),
-                Arc::clone(&n.right),
-                n.on.clone(),
-                n.filter.clone(),
-                n.lo.clone(),
-                n.hi.clone(),
-                n.prevailing,
-                n.aggs.clone(),
-                n.agg_names.clone(),
-            )
-        };
+        let key =
+            |n: &Self| (Arc::clone(&n.left), Arc::clone(&n.right), n.clause.clone());
         key(self)
             .partial_cmp(&key(other))
             .filter(|o| *o != Ordering::Equal || self == other)
@@ -304,32 +260,38 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
     /// Order: left keys, right keys, left ts, right ts, lo, hi, aggregates,
     /// then the filter if there is one.
     fn expressions(&self) -> Vec<Expr> {
-        let mut v = Vec::with_capacity(2 * self.on.len() + 5 + self.aggs.len());
-        v.extend(self.on.iter().map(|(l, _)| l.clone()));
-        v.extend(self.on.iter().map(|(_, r)| r.clone()));
-        v.push(self.left_ts.clone());
-        v.push(self.right_ts.clone());
-        v.push(self.lo.value.clone());
-        v.push(self.hi.value.clone());
-        v.extend(self.aggs.iter().cloned());
-        v.extend(self.filter.iter().cloned());
+        let mut v =
+            Vec::with_capacity(2 * self.clause.on.len() + 5 + self.clause.aggs.len());
+        v.extend(self.clause.on.iter().map(|(l, _)| l.clone()));
+        v.extend(self.clause.on.iter().map(|(_, r)| r.clone()));
+        v.push(self.clause.left_ts.clone());
+        v.push(self.clause.right_ts.clone());
+        v.push(self.clause.lo.value.clone());
+        v.push(self.clause.hi.value.clone());
+        v.extend(self.clause.aggs.iter().cloned());
+        v.extend(self.clause.filter.iter().cloned());
         v
     }
 
     fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "WindowJoin: ")?;
-        if !self.on.is_empty() {
-            let on: Vec<String> =
-                self.on.iter().map(|(l, r)| format!("{l} = {r}")).collect();
+        if !self.clause.on.is_empty() {
+            let on: Vec<String> = self
+                .clause
+                .on
+                .iter()
+                .map(|(l, r)| format!("{l} = {r}"))
+                .collect();
             write!(f, "on=[{}], ", on.join(", "))?;
         }
-        if let Some(filter) = &self.filter {
+        if let Some(filter) = &self.clause.filter {
             write!(f, "filter={filter}, ")?;
         }
         let aggs: Vec<String> = self
+            .clause
             .aggs
             .iter()
-            .zip(&self.agg_names)
+            .zip(&self.clause.agg_names)
             // Output columns are named by the aggregate as written: show
             // the name only where DataFusion displays the aggregate otherwise.
             .map(|(a, n)| match a.to_string() {
@@ -340,11 +302,11 @@ impl UserDefinedLogicalNodeCore for WindowJoinNode {
         write!(
             f,
             "ts=[{}, {}], range=[{}, {}], prevailing={}, aggs=[{}]",
-            self.left_ts,
-            self.right_ts,
-            self.lo,
-            self.hi,
-            self.prevailing.as_str(),
+            self.clause.left_ts,
+            self.clause.right_ts,
+            self.clause.lo,
+            self.clause.hi,
+            self.clause.prevailing.as_str(),
             aggs.join(", ")
         )
     }

@@ -13,7 +13,7 @@
 //! Execution reads one way, each file using only the ones below it:
 //!
 //! ```text
-//! exec.rs ─▶ stream.rs ─▶ build.rs (right index) ─▶ place.rs, keys.rs, fast/column.rs
+//! exec.rs ─▶ stream.rs ─▶ build.rs (right index) ─▶ place.rs, key_index.rs, fast/column.rs
 //!                     ├─▶ probe.rs, aggregate.rs  (general path)
 //!                     └─▶ fast/probe.rs            (per-key buffers, kernels)
 //! shared by all: spec.rs (what to compute), metrics.rs, eval.rs, search.rs, par.rs
@@ -25,7 +25,7 @@ mod build;
 mod eval;
 mod exec;
 mod fast;
-mod keys;
+mod key_index;
 mod logical;
 mod metrics;
 mod par;

@@ -53,22 +53,26 @@ impl ExtensionPlanner for WindowJoinPlanner {
         };
 
         let left_keys = node
+            .clause
             .on
             .iter()
             .map(|(l, _)| phys(l, lschema))
             .collect::<Result<Vec<_>>>()?;
         let right_keys = node
+            .clause
             .on
             .iter()
             .map(|(_, r)| phys(r, rschema))
             .collect::<Result<Vec<_>>>()?;
-        let left_ts = phys(&node.left_ts, lschema)?;
-        let right_ts = phys(&node.right_ts, rschema)?;
-        let left_unit =
-            timestamp_unit(&node.left_ts.to_string(), &node.left_ts.get_type(lschema)?)?;
+        let left_ts = phys(&node.clause.left_ts, lschema)?;
+        let right_ts = phys(&node.clause.right_ts, rschema)?;
+        let left_unit = timestamp_unit(
+            &node.clause.left_ts.to_string(),
+            &node.clause.left_ts.get_type(lschema)?,
+        )?;
         let right_unit = timestamp_unit(
-            &node.right_ts.to_string(),
-            &node.right_ts.get_type(rschema)?,
+            &node.clause.right_ts.to_string(),
+            &node.clause.right_ts.get_type(rschema)?,
         )?;
         // Bounds are resolved against the timestamps' units here, once.
         let scale = TimeScale::new(left_unit, right_unit);
@@ -82,7 +86,7 @@ impl ExtensionPlanner for WindowJoinPlanner {
         };
 
         let (mut lf, mut rf, mut pf) = (vec![], vec![], vec![]);
-        if let Some(filter) = &node.filter {
+        if let Some(filter) = &node.clause.filter {
             for c in split_conjunction(filter) {
                 match side_of(c, lschema, rschema) {
                     Side::None | Side::Left => lf.push(c.clone()),
@@ -97,8 +101,8 @@ impl ExtensionPlanner for WindowJoinPlanner {
 
         let props = session.execution_props();
         let left_len = lschema.fields().len();
-        let mut aggs = Vec::with_capacity(node.aggs.len());
-        for (i, agg) in node.aggs.iter().enumerate() {
+        let mut aggs = Vec::with_capacity(node.clause.aggs.len());
+        for (i, agg) in node.clause.aggs.iter().enumerate() {
             let field = Arc::clone(node.schema().as_ref().field(left_len + i));
             let Expr::AggregateFunction(AggregateFunction { func, params }) = agg else {
                 return plan_err!("WINDOW JOIN expects an aggregate function, got {agg}");
@@ -186,10 +190,10 @@ impl ExtensionPlanner for WindowJoinPlanner {
             right_keys,
             left_ts,
             right_ts,
-            lo: bound(&node.lo)?,
-            hi: bound(&node.hi)?,
+            lo: bound(&node.clause.lo)?,
+            hi: bound(&node.clause.hi)?,
             scale,
-            prevailing: node.prevailing,
+            prevailing: node.clause.prevailing,
             left_filter: opt(lf, lschema)?,
             right_filter: opt(rf, rschema)?,
             pair_filter: opt(pf, &joined)?,

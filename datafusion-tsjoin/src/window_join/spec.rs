@@ -4,7 +4,9 @@
 //! the timestamps' units ([`TimeScale`], [`PhysicalBound`]), the aggregates
 //! ([`WindowAgg`]) and the settings ([`WindowJoinSettings`]).
 
-use super::bounds::{BoundUnit, Direction, Prevailing, bound_to_ticks, unit_nanos};
+use super::bounds::{
+    BoundUnit, Direction, Prevailing, bound_to_ticks, fmt_bound, unit_nanos,
+};
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Int64Type, TimeUnit};
@@ -93,16 +95,7 @@ pub struct PhysicalBound {
 
 impl fmt::Display for PhysicalBound {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.unit {
-            BoundUnit::Raw => write!(f, "{} {}", self.value, self.direction.as_str()),
-            u => write!(
-                f,
-                "{} {} {}",
-                self.value,
-                u.as_str(),
-                self.direction.as_str()
-            ),
-        }
+        fmt_bound(f, &self.value, self.unit, self.direction)
     }
 }
 
