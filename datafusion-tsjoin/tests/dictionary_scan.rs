@@ -358,11 +358,8 @@ fn write_multi(
         .map(|k| {
             let v = (0..n)
                 .map(|r| {
-                    let shift = if drift_every > 0 {
-                        (r / drift_every) as i64 * k.drift
-                    } else {
-                        0
-                    };
+                    let shift =
+                        r.checked_div(drift_every).map_or(0, |d| d as i64 * k.drift);
                     (!(k.nullable && rng.random_bool(0.1)))
                         .then(|| shift + rng.random_range(0..k.groups))
                 })
