@@ -3,6 +3,7 @@
 mod codec;
 mod dictionary_scan;
 mod differential;
+mod exec;
 mod groupby;
 mod limits;
 mod slt;
