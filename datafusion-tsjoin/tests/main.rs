@@ -4,6 +4,7 @@ mod codec;
 mod dictionary_scan;
 mod differential;
 mod exec;
+mod explain;
 mod groupby;
 mod limits;
 mod slt;
