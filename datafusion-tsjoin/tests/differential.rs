@@ -19,15 +19,15 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 #[derive(Clone, Debug)]
-struct Row {
-    id: i64,
-    ts: Option<i64>,
-    k: Option<i64>,
-    v: Option<f64>,
-    i: Option<i64>,
+pub struct Row {
+    pub id: i64,
+    pub ts: Option<i64>,
+    pub k: Option<i64>,
+    pub v: Option<f64>,
+    pub i: Option<i64>,
 }
 
-fn schema() -> SchemaRef {
+pub fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
@@ -37,7 +37,7 @@ fn schema() -> SchemaRef {
     ]))
 }
 
-fn batch(rows: &[Row]) -> RecordBatch {
+pub fn batch(rows: &[Row]) -> RecordBatch {
     let cols: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.id))),
         Arc::new(TimestampMillisecondArray::from(
@@ -56,7 +56,7 @@ fn batch(rows: &[Row]) -> RecordBatch {
     RecordBatch::try_new(schema(), cols).unwrap()
 }
 
-fn random_rows(rng: &mut StdRng, n: usize, span: i64, keys: i64) -> Vec<Row> {
+pub fn random_rows(rng: &mut StdRng, n: usize, span: i64, keys: i64) -> Vec<Row> {
     (0..n)
         .map(|id| Row {
             id: id as i64,
@@ -80,14 +80,14 @@ fn random_rows(rng: &mut StdRng, n: usize, span: i64, keys: i64) -> Vec<Row> {
 }
 
 /// A random query shape.
-struct Shape {
-    keyed: bool,
-    pair_filter: bool,
-    lo: i64,
-    hi: i64,
-    include: bool,
+pub struct Shape {
+    pub keyed: bool,
+    pub pair_filter: bool,
+    pub lo: i64,
+    pub hi: i64,
+    pub include: bool,
     /// lower bound `l.i milliseconds PRECEDING` (per row) instead of `lo`
-    dynamic_lo: bool,
+    pub dynamic_lo: bool,
 }
 
 impl Shape {
@@ -99,7 +99,7 @@ impl Shape {
         }
     }
 
-    fn sql(&self) -> String {
+    pub fn sql(&self) -> String {
         let mut on = vec![];
         if self.keyed {
             on.push("r.k = l.k".to_string());
@@ -142,7 +142,7 @@ fn fmt_i(v: Option<i64>) -> String {
 }
 
 /// Expected output rows, straight from the spec (design/window-join.md §3–§7).
-fn reference(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
+pub fn reference(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
     let mut out = vec![];
     let mut left = left.to_vec();
     left.sort_by_key(|r| r.id);
@@ -343,13 +343,13 @@ async fn run_case(seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn window_join_matches_reference() {
-    let cases: u64 = std::env::var("TSJOIN_DIFF_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1500);
+    let cases = crate::support::case_count("TSJOIN_DIFF_CASES", 1500);
+    let mut ran = 0;
     for seed in 0..cases {
         run_case(seed).await;
+        ran += 1;
     }
+    assert!(ran >= 1);
 }
 
 /// A right side large enough for the build's parallel passes (rows placed

@@ -3,7 +3,7 @@
 //! sparse, dates, strings, dictionaries, several columns), NULL keys and
 //! values, empty input, 1 to 4 partitions, one group to all-distinct.
 
-use crate::support::{cell, context};
+use crate::support::{cell, cells, context};
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, DictionaryArray, Float64Array, Int32Array, Int64Array,
     RecordBatch, StringArray, UInt32Array,
@@ -86,17 +86,6 @@ fn value_columns(rng: &mut StdRng, n: usize) -> (ArrayRef, ArrayRef, ArrayRef) {
 
 async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
     cells(&ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap())
-}
-
-/// Every row of `batches` as cell text.
-fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    batches
-        .iter()
-        .flat_map(|b| {
-            (0..b.num_rows())
-                .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
-        })
-        .collect()
 }
 
 async fn run_case(seed: u64) {
@@ -185,13 +174,13 @@ async fn run_case(seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_aggregate_matches_datafusion() {
-    let cases: u64 = std::env::var("TSJOIN_GROUPBY_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+    let cases = crate::support::case_count("TSJOIN_GROUPBY_CASES", 300);
+    let mut ran = 0;
     for seed in 0..cases {
         run_case(seed).await;
+        ran += 1;
     }
+    assert!(ran >= 1);
 }
 
 #[tokio::test]

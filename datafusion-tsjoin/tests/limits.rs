@@ -1,12 +1,22 @@
 //! Memory budgets and cancellation.
 
-use datafusion::execution::SessionStateBuilder;
+use datafusion::arrow::array::{
+    Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::catalog::streaming::StreamingTable;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{
+    SendableRecordBatchStream, SessionStateBuilder, TaskContext,
+};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 fn limited_context(bytes: usize) -> SessionContext {
     let runtime = RuntimeEnvBuilder::new()
@@ -54,20 +64,195 @@ async fn over_budget_is_a_clear_error() {
     );
 }
 
-#[tokio::test]
-async fn dropping_the_stream_stops_the_work() {
-    let ctx = limited_context(usize::MAX / 2);
-    big_tables(&ctx, 300_000).await;
+/// Counts of one endless source's streams: started, dropped, and batches
+/// made.
+#[derive(Debug, Default)]
+struct Counts {
+    started: AtomicUsize,
+    dropped: AtomicUsize,
+    batches: AtomicUsize,
+}
+
+/// Counts a stream's drop.
+struct OnDrop(Arc<Counts>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A table partition that never ends: batches of 100 rows (`ts` one
+/// millisecond apart, key `k`, value `v`), a millisecond apart.
+#[derive(Debug)]
+struct Endless {
+    schema: SchemaRef,
+    counts: Arc<Counts>,
+}
+
+impl Endless {
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                false,
+            ),
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Float64, false),
+        ]))
+    }
+}
+
+impl PartitionStream for Endless {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        self.counts.started.fetch_add(1, Ordering::SeqCst);
+        let schema = Arc::clone(&self.schema);
+        let state = (OnDrop(Arc::clone(&self.counts)), 0i64);
+        let batches = futures::stream::unfold(state, move |(guard, at)| {
+            let schema = Arc::clone(&schema);
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let rows = at..at + 100;
+                let batch = RecordBatch::try_new(
+                    schema,
+                    vec![
+                        Arc::new(TimestampMillisecondArray::from_iter_values(
+                            rows.clone(),
+                        )),
+                        Arc::new(Int64Array::from_iter_values(
+                            rows.clone().map(|r| r % 7),
+                        )),
+                        Arc::new(Float64Array::from_iter_values(rows.map(|r| r as f64))),
+                    ],
+                );
+                guard.0.batches.fetch_add(1, Ordering::SeqCst);
+                Some((batch.map_err(Into::into), (guard, at + 100)))
+            }
+        });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            batches,
+        ))
+    }
+}
+
+/// Registers `name` as an endless table of `partitions` partitions.
+fn register_endless(ctx: &SessionContext, name: &str, partitions: usize) -> Arc<Counts> {
+    let counts = Arc::new(Counts::default());
+    let streams = (0..partitions)
+        .map(|_| {
+            Arc::new(Endless {
+                schema: Endless::schema(),
+                counts: Arc::clone(&counts),
+            }) as Arc<dyn PartitionStream>
+        })
+        .collect();
+    let table = StreamingTable::try_new(Endless::schema(), streams).unwrap();
+    ctx.register_table(name, Arc::new(table)).unwrap();
+    counts
+}
+
+/// Waits up to `limit` for `done`.
+async fn eventually(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+/// Runs `sql` over an endless table until it has read some batches (and,
+/// when `streams`, returned its first 20), drops the query's stream,
+/// and checks that every stream of the endless table is dropped (the work
+/// stopped) within 5 seconds, and that it makes no more batches.
+async fn dropping_stops(ctx: &SessionContext, counts: &Counts, sql: &str, streams: bool) {
     let mut stream = ctx
-        .tsjoin_sql(QUERY)
+        .tsjoin_sql(sql)
         .await
         .unwrap()
         .execute_stream()
         .await
         .unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(60), stream.next())
+    if streams {
+        // A streaming operator reads on as its output is read.
+        for _ in 0..20 {
+            let next = tokio::time::timeout(Duration::from_secs(60), stream.next())
+                .await
+                .unwrap_or_else(|_| panic!("no batch: {sql}"));
+            assert!(next.unwrap().unwrap().num_rows() > 0, "{sql}");
+        }
+    } else {
+        // The input never ends: no batch comes, but the work runs.
+        let none = tokio::time::timeout(Duration::from_millis(300), stream.next()).await;
+        assert!(none.is_err(), "{sql}: a batch from an endless input");
+    }
+    let read = eventually(Duration::from_secs(60), || {
+        counts.batches.load(Ordering::SeqCst) > 10
+    });
+    assert!(read.await, "{sql}: the input was not read");
+    let started = counts.started.load(Ordering::SeqCst);
+    assert!(started > 0);
+    assert_eq!(counts.dropped.load(Ordering::SeqCst), 0, "{sql}");
+    drop(stream);
+    let stopped = eventually(Duration::from_secs(5), || {
+        counts.dropped.load(Ordering::SeqCst) == started
+    });
+    assert!(
+        stopped.await,
+        "{sql}: {} of {started} input streams dropped 5 s after the query's stream",
+        counts.dropped.load(Ordering::SeqCst)
+    );
+    let made = counts.batches.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        counts.batches.load(Ordering::SeqCst),
+        made,
+        "{sql}: still reading"
+    );
+}
+
+/// Dropping a query's stream stops the work: an endless left input of a
+/// WINDOW JOIN after its first output batch, an endless right input while
+/// the right index is being built.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_stream_stops_the_window_join() {
+    let ctx = limited_context(usize::MAX / 2);
+    big_tables(&ctx, 10_000).await;
+    let counts = register_endless(&ctx, "endless", 2);
+    let sql = "SELECT e.ts, count(*), avg(p.v) FROM endless e WINDOW JOIN p ON p.k = e.k \
+        RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING";
+    dropping_stops(&ctx, &counts, sql, true).await;
+    let counts = register_endless(&ctx, "endless_right", 2);
+    let sql = "SELECT t.ts, count(*), avg(e.v) FROM t WINDOW JOIN endless_right e ON e.k = t.k \
+        RANGE BETWEEN 1 second PRECEDING AND 1 second FOLLOWING";
+    dropping_stops(&ctx, &counts, sql, false).await;
+}
+
+/// Dropping a query's stream stops the inline aggregate's phase 1 over an
+/// endless input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_stream_stops_the_inline_aggregate() {
+    let ctx = limited_context(usize::MAX / 2);
+    let counts = register_endless(&ctx, "endless", 2);
+    let sql = "SELECT k, count(*), sum(v) FROM endless GROUP BY k";
+    let plan = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
         .await
         .unwrap();
-    assert!(first.unwrap().unwrap().num_rows() > 0);
-    drop(stream); // must return promptly and abort the spawned tasks
+    let text = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string();
+    assert!(text.contains("InlineAggregateExec"), "{text}");
+    dropping_stops(&ctx, &counts, sql, false).await;
 }

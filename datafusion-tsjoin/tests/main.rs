@@ -3,6 +3,8 @@
 mod codec;
 mod dictionary_scan;
 mod differential;
+mod exec;
+mod explain;
 mod groupby;
 mod lifecycle;
 mod limits;

@@ -1,11 +1,83 @@
 //! Runs `tests/slt/*.slt` through tsjoin's SQL entry point.
 
 use crate::support::{cell, context};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
-use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType};
+use sqllogictest::{AsyncDB, DBOutput};
 use std::path::PathBuf;
+
+/// A result column's type letter in a `query` header, as DataFusion's own
+/// sqllogictest writes them: `I` integers, `R` floats and decimals, `T`
+/// strings, `B` booleans, `P` timestamps, `D` dates and times, `?` any other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    Integer,
+    Float,
+    Text,
+    Boolean,
+    Timestamp,
+    DateTime,
+    Other,
+}
+
+impl sqllogictest::ColumnType for ColumnType {
+    fn from_char(value: char) -> Option<Self> {
+        Some(match value {
+            'I' => Self::Integer,
+            'R' => Self::Float,
+            'T' => Self::Text,
+            'B' => Self::Boolean,
+            'P' => Self::Timestamp,
+            'D' => Self::DateTime,
+            '?' => Self::Other,
+            _ => return None,
+        })
+    }
+
+    fn to_char(&self) -> char {
+        match self {
+            Self::Integer => 'I',
+            Self::Float => 'R',
+            Self::Text => 'T',
+            Self::Boolean => 'B',
+            Self::Timestamp => 'P',
+            Self::DateTime => 'D',
+            Self::Other => '?',
+        }
+    }
+}
+
+impl ColumnType {
+    /// The letter of a column of type `t` (a dictionary's by its values).
+    pub fn of(t: &DataType) -> Self {
+        match t {
+            t if t.is_integer() => Self::Integer,
+            t if t.is_floating() || t.is_decimal() => Self::Float,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Self::Text,
+            DataType::Boolean => Self::Boolean,
+            DataType::Timestamp(..) => Self::Timestamp,
+            DataType::Date32
+            | DataType::Date64
+            | DataType::Time32(_)
+            | DataType::Time64(_) => Self::DateTime,
+            DataType::Dictionary(_, v) => Self::of(v),
+            _ => Self::Other,
+        }
+    }
+}
+
+/// Whether `sql` returns rows to compare (a `query` record) rather than a
+/// statement's completion.
+fn is_query(sql: &str) -> bool {
+    let s = sql.trim_start().to_ascii_lowercase();
+    [
+        "select", "with", "explain", "values", "show", "describe", "(",
+    ]
+    .iter()
+    .any(|k| s.starts_with(k))
+}
 
 struct TsJoinDb {
     ctx: SessionContext,
@@ -24,33 +96,28 @@ impl std::error::Error for Error {}
 #[async_trait::async_trait]
 impl AsyncDB for TsJoinDb {
     type Error = Error;
-    type ColumnType = DefaultColumnType;
+    type ColumnType = ColumnType;
 
-    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, Error> {
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<ColumnType>, Error> {
         let df = self.ctx.tsjoin_sql(sql).await.map_err(Error)?;
-        let is_query = {
-            let s = sql.trim_start().to_ascii_lowercase();
-            s.starts_with("select")
-                || s.starts_with("with")
-                || s.starts_with("explain")
-                || s.starts_with('(')
-        };
+        let types = df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| ColumnType::of(f.data_type()))
+            .collect();
         let batches = df.collect().await.map_err(Error)?;
-        if !is_query {
+        if !is_query(sql) {
             return Ok(DBOutput::StatementComplete(0));
         }
-        let mut rows = vec![];
-        let mut width = 0;
-        for b in &batches {
-            width = b.num_columns();
-            for r in 0..b.num_rows() {
-                rows.push(b.columns().iter().map(|c| cell(c, r)).collect());
-            }
-        }
-        Ok(DBOutput::Rows {
-            types: vec![DefaultColumnType::Any; width],
-            rows,
-        })
+        let rows = batches
+            .iter()
+            .flat_map(|b| {
+                (0..b.num_rows())
+                    .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+            })
+            .collect();
+        Ok(DBOutput::Rows { types, rows })
     }
 
     async fn shutdown(&mut self) {}
@@ -85,7 +152,7 @@ async fn sqllogictests() {
                 ctx: context(partitions),
             })
         });
-        runner.with_column_validator(|_, _| true);
+        runner.with_column_validator(sqllogictest::strict_column_validator);
         if let Err(e) = runner.run_file_async(file).await {
             failures.push(format!(
                 "{} (target_partitions={partitions}):\n{e}",

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests.
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::physical_plan::ExecutionPlan;
@@ -41,6 +41,17 @@ pub fn cell(array: &ArrayRef, row: usize) -> String {
     if s.is_empty() { "(empty)".into() } else { s }
 }
 
+/// Every row of `batches` as [`cell`] text.
+pub fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            (0..b.num_rows())
+                .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
+        })
+        .collect()
+}
+
 /// Rows an executed plan's inline aggregates read from Parquet dictionary
 /// codes (their `dictionary_scan_rows` metric).
 pub fn code_rows(p: &Arc<dyn ExecutionPlan>) -> usize {
@@ -52,4 +63,32 @@ pub fn code_rows(p: &Arc<dyn ExecutionPlan>) -> usize {
         0
     };
     mine + p.children().into_iter().map(code_rows).sum::<usize>()
+}
+
+/// Cases a randomized test runs: `var` from the environment, else
+/// `default`; never fewer than one (0 or a value that does not parse must
+/// not make the test vacuous).
+pub fn case_count(var: &str, default: u64) -> u64 {
+    count_from(std::env::var(var).ok().as_deref(), default)
+}
+
+fn count_from(value: Option<&str>, default: u64) -> u64 {
+    let cases = value.map_or(default, |s| {
+        s.trim().parse().unwrap_or_else(|_| {
+            eprintln!("{s:?} is not a count of cases; running {default}");
+            default
+        })
+    });
+    cases.max(1)
+}
+
+#[test]
+fn case_counts_are_at_least_one() {
+    assert_eq!(count_from(None, 300), 300);
+    assert_eq!(count_from(Some("12"), 300), 12);
+    assert_eq!(count_from(Some(" 7 "), 300), 7);
+    assert_eq!(count_from(Some("0"), 300), 1);
+    assert_eq!(count_from(Some("many"), 300), 300);
+    assert_eq!(count_from(Some("-3"), 300), 300);
+    assert_eq!(count_from(Some("0"), 0), 1);
 }
