@@ -597,7 +597,6 @@ async fn window_join_right_of_a_recursive_cte() {
 /// must not count those buffers once per batch. 2,500 rows of five 8-byte
 /// columns (100 KB) cut into 1-row slices fit in 16 MB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "WindowJoinExec's right index counts a sliced batch's whole buffers (src fix pending)"]
 async fn window_join_counts_sliced_input_once() {
     let (left, right) = window_join_data();
     let (lb, rb) = (batch(&left), batch(&right));

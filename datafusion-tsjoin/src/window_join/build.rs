@@ -19,7 +19,7 @@
 //! in its input order; that number breaks timestamp ties.
 
 use super::bounds::Prevailing;
-use super::eval::{eval_all, eval_ticks};
+use super::eval::{batch_referenced_size, eval_all, eval_ticks, referenced_size};
 use super::fast::column::{ColumnSpec, ColumnType, FastColumn, Placed};
 use super::fast::{FastAgg, FastPlan};
 use super::key_index::KeyIndex;
@@ -218,12 +218,12 @@ async fn reduce_partition(
         for (agg, parts) in spec.aggs.iter().zip(&mut piece.values) {
             for (arg, part) in agg.args.iter().zip(parts.iter_mut()) {
                 let v = arg.evaluate(&batch)?.into_array(n)?;
-                size += v.get_array_memory_size();
+                size += referenced_size(v.as_ref());
                 part.push(v);
             }
         }
         if keep_rows {
-            size += batch.get_array_memory_size();
+            size += batch_referenced_size(&batch);
             piece.batches.push(batch);
         }
         reservation.try_grow(size)?;
@@ -484,7 +484,7 @@ fn assemble(
     let values_size: usize = agg_values
         .iter()
         .flatten()
-        .map(|a| a.get_array_memory_size())
+        .map(|a| referenced_size(a.as_ref()))
         .sum();
     let fast_size: usize = fast.iter().map(FastColumn::memory_size).sum();
     reservation.try_resize(
@@ -492,7 +492,7 @@ fn assemble(
             + fast_size
             + positions * 12
             + group_offsets.len() * 4
-            + batch.get_array_memory_size(),
+            + batch_referenced_size(&batch),
     )?;
     Ok(RightIndex {
         batch,

@@ -1,6 +1,6 @@
 //! Expression evaluation shared by the build and both probes.
 
-use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch};
 use datafusion::arrow::compute::{cast, kernels::numeric::mul};
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::{Result, exec_datafusion_err};
@@ -37,4 +37,23 @@ pub(crate) fn eval_all(
         .iter()
         .map(|e| e.evaluate(batch)?.into_array(batch.num_rows()))
         .collect()
+}
+
+/// Bytes of the buffers `array` actually references: a slice counts only
+/// its own rows, so batches cut from one array are not charged the whole
+/// array each (as `get_array_memory_size` would).
+pub(crate) fn referenced_size(array: &dyn Array) -> usize {
+    array
+        .to_data()
+        .get_slice_memory_size()
+        .unwrap_or_else(|_| array.get_array_memory_size())
+}
+
+/// [`referenced_size`] of every column of `batch`.
+pub(crate) fn batch_referenced_size(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| referenced_size(c.as_ref()))
+        .sum()
 }
