@@ -17,6 +17,9 @@ extensions_options! {
     /// use datafusion_tsjoin::TsJoinContextExt;
     /// let ctx = datafusion_tsjoin::tsjoin_context(Default::default());
     /// ctx.tsjoin_sql("SET tsjoin.window_join_workers = 4").await?.collect().await?;
+    /// let state = ctx.state();
+    /// let options = state.config().options().extensions.get::<datafusion_tsjoin::TsJoinOptions>();
+    /// assert_eq!(options.map(|o| o.window_join_workers), Some(4));
     /// # Ok(()) }
     /// ```
     pub struct TsJoinOptions {

@@ -24,9 +24,15 @@ use std::sync::Arc;
 /// `EnsureRequirements`, before `LimitPushdown` folds the limits.
 ///
 /// ```
-/// use datafusion_tsjoin::offset_topk::OffsetTopK;
-/// use datafusion::physical_optimizer::PhysicalOptimizerRule;
-/// assert_eq!(OffsetTopK.name(), "OffsetTopK");
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+/// use datafusion_tsjoin::TsJoinContextExt;
+/// let ctx = datafusion_tsjoin::tsjoin_context(Default::default());
+/// ctx.tsjoin_sql("CREATE TABLE t (v INT) AS VALUES (5), (4), (3), (2), (1)").await?;
+/// // Without the rule DataFusion 55 returns no rows here.
+/// let batches = ctx.tsjoin_sql("SELECT * FROM (SELECT * FROM t LIMIT 2 OFFSET 2) ORDER BY v")
+///     .await?.collect().await?;
+/// assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 2);
+/// # Ok(()) }
 /// ```
 #[derive(Debug, Default)]
 pub struct OffsetTopK;

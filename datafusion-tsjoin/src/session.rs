@@ -23,11 +23,17 @@ use std::sync::Arc;
 /// DataFusion's defaults plus tsjoin's).
 ///
 /// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
 /// use datafusion::execution::SessionStateBuilder;
 /// use datafusion::prelude::SessionContext;
-/// use datafusion_tsjoin::TsJoinSessionStateBuilderExt;
+/// use datafusion_tsjoin::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
 /// let state = SessionStateBuilder::new().with_default_features().with_tsjoin().build();
 /// let ctx = SessionContext::new_with_state(state);
+/// ctx.tsjoin_sql("CREATE TABLE t (ts TIMESTAMP, v INT) AS VALUES ('2024-01-01T00:00:00', 1)").await?;
+/// let batches = ctx.tsjoin_sql("SELECT t.v, count(*) AS n FROM t WINDOW JOIN t r \
+///     RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW").await?.collect().await?;
+/// assert_eq!(batches[0].num_rows(), 1);
+/// # Ok(()) }
 /// ```
 pub trait TsJoinSessionStateBuilderExt {
     /// Enables tsjoin on this builder.
