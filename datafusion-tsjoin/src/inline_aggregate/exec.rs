@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// aggregate, repartition and final aggregate.
 ///
 /// **Phase 1**, one task per input partition: every row's group keys become
-/// a dense `u32` group id and the group's row count grows ([`KeyShape`]
+/// a dense `u32` group id and the group's row count grows (`KeyShape`
 /// picks the path: direct-indexed or hashed integers, dictionary codes, or
 /// DataFusion's `GroupValues`); then one tight loop per aggregate folds the
 /// batch into typed per-group state vectors (`sums[gid] += v`).
@@ -36,12 +36,12 @@ use std::sync::Arc;
 /// pool; over budget the query fails with a resources-exhausted error.
 ///
 /// Over Parquet files whose integer key is dictionary-encoded, phase 1
-/// reads the key's codes itself ([`DictionaryScan`]; setting
+/// reads the key's codes itself (`DictionaryScan`; setting
 /// `tsjoin.inline_aggregate_dictionary_scan`).
 ///
 /// With a fallback ([`Self::with_fallback`]: the aggregate it replaced),
 /// phase 1 first probes its input and, when the groups turn out many, runs
-/// that plan instead over the same rows (see [`super::fallback`]).
+/// that plan instead over the same rows (see `fallback.rs`).
 ///
 /// Made by [`super::InlineAggregateRule`]; EXPLAIN shows
 /// `InlineAggregateExec: gby=[…], aggr=[…], keys=int|dictionary|composite|general`,
@@ -112,7 +112,7 @@ impl InlineAggregateExec {
 
     /// This operator, running `template` (the aggregate it replaces, over
     /// the same input) instead when phase 1's probe shows many groups.
-    /// Ignored unless the keys are [`KeyShape::Composite`], the shape whose
+    /// Ignored unless the keys are `composite` (EXPLAIN `keys=composite`), the shape whose
     /// winning depends on the data.
     ///
     /// ```
@@ -133,7 +133,7 @@ impl InlineAggregateExec {
     }
 
     /// This operator with phase 1 reading Parquet dictionary codes
-    /// ([`DictionaryScan`]) only if `enabled` (setting
+    /// (`DictionaryScan`) only if `enabled` (setting
     /// `tsjoin.inline_aggregate_dictionary_scan`, read when the plan is made
     /// so that EXPLAIN shows what will run).
     pub fn with_dictionary_scan(mut self, enabled: bool) -> Self {

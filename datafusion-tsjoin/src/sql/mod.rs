@@ -185,7 +185,7 @@ pub async fn plan_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<LogicalPlan
 
 /// Plans and executes each statement of `sql` in turn, returning the last
 /// one's [`DataFrame`] (DDL runs eagerly, as in `SessionContext::sql`, and
-/// so does `ALTER TABLE` on in-memory tables, see [`alter`]; a
+/// so does `ALTER TABLE` on in-memory tables, see `alter.rs`; a
 /// query before the last is planned but not run: to run every query, take
 /// the statements from [`parse_sql`] to [`execute_statement`] one by one).
 pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {

@@ -143,7 +143,7 @@ impl PhysicalBound {
     }
 
     /// The signed offset in common ticks of a constant bound, as
-    /// [`Self::offsets`] gives it for every row; `None` for a bound that is
+    /// `offsets` gives it for every row; `None` for a bound that is
     /// not a literal or is NULL.
     pub fn constant_offset(&self) -> Option<i64> {
         self.constant
@@ -301,7 +301,7 @@ pub(crate) const DEFAULT_SUM_PREFIX_MIN: usize = 96;
 /// measurement (see `benches/README.md`).
 pub(crate) const DEFAULT_MIN_MAX_TABLE_MIN: usize = 96;
 
-/// Execution choices of a [`WindowJoinExec`], from the session settings
+/// Execution choices of a [`WindowJoinExec`](super::WindowJoinExec), from the session settings
 /// (`tsjoin.window_join_workers`, `…_fast_path`, `…_simd`).
 ///
 /// ```
