@@ -80,8 +80,9 @@ struct InlineAggregateProto {
     partitions: u64,
     #[prost(bool, tag = "7")]
     hashed: bool,
-    /// Phase 1 must not read Parquet dictionary codes (setting
-    /// `tsjoin.inline_aggregate_dictionary_scan` off when the plan was made).
+    /// Phase 1 must not read Parquet dictionary codes: setting
+    /// `tsjoin.inline_aggregate_dictionary_scan` was off when the plan was
+    /// made (whether the input qualifies is decided again on decoding).
     #[prost(bool, tag = "8")]
     no_dictionary_scan: bool,
 }
@@ -322,7 +323,7 @@ impl TsJoinPhysicalCodec {
                 .map(|e| self.ser(e))
                 .collect::<Result<_>>()?,
             has_arg: exec.aggs.iter().map(|a| a.arg.is_some()).collect(),
-            no_dictionary_scan: exec.dictionary.is_none(),
+            no_dictionary_scan: !exec.dictionary_scan,
             partitions: partitioning.partition_count() as u64,
             hashed: matches!(partitioning, Partitioning::Hash(..)),
         };

@@ -24,7 +24,8 @@ extensions_options! {
     /// ```
     pub struct TsJoinOptions {
         /// Left batches a WINDOW JOIN joins at once, in total over its left
-        /// partitions (0: the session's `target_partitions`).
+        /// partitions, but at least one per partition (0: the session's
+        /// `target_partitions`).
         pub window_join_workers: usize, default = 0
         /// Run WINDOW JOINs on the fast path (typed per-key buffers and
         /// slice kernels) where the query allows it.

@@ -58,6 +58,9 @@ pub struct InlineAggregateExec {
     pub(crate) shape: KeyShape,
     /// Phase 1 from the Parquet files' dictionary codes, when it qualifies.
     pub(crate) dictionary: Option<DictionaryScan>,
+    /// Setting `tsjoin.inline_aggregate_dictionary_scan` as the plan was
+    /// made: whether `dictionary` may be used when the input qualifies.
+    pub(crate) dictionary_scan: bool,
     /// The replaced aggregate, run instead when a probe shows many groups.
     pub(crate) fallback: Option<Arc<dyn ExecutionPlan>>,
     /// The current execution: phase 1, started by the first output
@@ -72,7 +75,7 @@ pub struct InlineAggregateExec {
 impl InlineAggregateExec {
     /// An inline aggregate over `input` with the output schema and
     /// properties (partitioning) of the aggregate it replaces.
-    pub fn try_new(
+    pub(crate) fn try_new(
         input: Arc<dyn ExecutionPlan>,
         group_exprs: Vec<(Arc<dyn PhysicalExpr>, String)>,
         aggs: Vec<InlineAgg>,
@@ -98,6 +101,7 @@ impl InlineAggregateExec {
         Ok(Self {
             spec,
             dictionary,
+            dictionary_scan: true,
             fallback: None,
             input,
             group_exprs,
@@ -137,6 +141,7 @@ impl InlineAggregateExec {
     /// `tsjoin.inline_aggregate_dictionary_scan`, read when the plan is made
     /// so that EXPLAIN shows what will run).
     pub fn with_dictionary_scan(mut self, enabled: bool) -> Self {
+        self.dictionary_scan = enabled;
         if !enabled {
             self.dictionary = None;
         }
@@ -158,6 +163,7 @@ impl InlineAggregateExec {
             schema: Arc::clone(&self.schema),
             shape: self.shape,
             dictionary,
+            dictionary_scan: self.dictionary_scan,
             fallback: self.fallback.clone(),
             run: Mutex::new(Run::default()),
             spec: Arc::clone(&self.spec),
@@ -260,9 +266,10 @@ impl ExecutionPlan for InlineAggregateExec {
             Err(_) => return internal_err!("InlineAggregateExec expects one child"),
         };
         if options.children_properties == ChildrenPropertiesMode::Keep {
-            let dictionary = self.dictionary.as_ref().and_then(|_| {
-                DictionaryScan::try_new(&input, &self.group_exprs, &self.aggs)
-            });
+            let dictionary = self
+                .dictionary_scan
+                .then(|| DictionaryScan::try_new(&input, &self.group_exprs, &self.aggs))
+                .flatten();
             return Ok(Arc::new(self.fresh(
                 input,
                 Arc::clone(&self.cache),
@@ -278,7 +285,7 @@ impl ExecutionPlan for InlineAggregateExec {
             self.aggs.clone(),
             Arc::clone(&self.cache),
         )?
-        .with_dictionary_scan(self.dictionary.is_some());
+        .with_dictionary_scan(self.dictionary_scan);
         Ok(Arc::new(match self.fallback.as_ref().filter(|_| same) {
             Some(t) => exec.with_fallback(Arc::clone(t)),
             None => exec,

@@ -193,11 +193,24 @@ pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
     if statements.is_empty() {
         return Err(plan_datafusion_err!("no SQL statement given"));
     }
+    let n = statements.len();
     let mut last = None;
-    for st in statements {
-        last = Some(execute_statement(ctx, st).await?);
+    for (i, st) in statements.into_iter().enumerate() {
+        let df = execute_statement(ctx, st).await?;
+        // DDL runs when planned; COPY and INSERT run when collected, so one
+        // that is not the last statement runs here (else it would do nothing).
+        if i + 1 < n
+            && matches!(
+                df.logical_plan(),
+                LogicalPlan::Copy(_) | LogicalPlan::Dml(_)
+            )
+        {
+            df.collect().await?;
+        } else {
+            last = Some(df);
+        }
     }
-    Ok(last.unwrap())
+    last.ok_or_else(|| plan_datafusion_err!("no SQL statement given"))
 }
 
 /// Prepares, plans and executes one statement from [`parse_sql`] against

@@ -43,9 +43,15 @@ pub(crate) fn eval_all(
 /// its own rows, so batches cut from one array are not charged the whole
 /// array each (as `get_array_memory_size` would).
 pub(crate) fn referenced_size(array: &dyn Array) -> usize {
-    array
-        .to_data()
-        .get_slice_memory_size()
+    // A view array's slice size counts only its views, not the string data
+    // they point into: charge those whole rather than not at all.
+    let views = |t: &DataType| matches!(t, DataType::Utf8View | DataType::BinaryView);
+    let data = array.to_data();
+    if views(array.data_type()) || data.child_data().iter().any(|c| views(c.data_type()))
+    {
+        return array.get_array_memory_size();
+    }
+    data.get_slice_memory_size()
         .unwrap_or_else(|_| array.get_array_memory_size())
 }
 

@@ -1,13 +1,14 @@
 //! [`WindowJoinExec`]: the physical WINDOW JOIN operator.
 
+use super::bounds::timestamp_unit;
 use super::fast::FastPlan;
 use super::metrics::WindowJoinMetrics;
-use super::spec::{WindowJoinSettings, WindowJoinSpec};
+use super::spec::{TimeScale, WindowJoinSettings, WindowJoinSpec};
 use super::stream::{SharedState, StreamArgs, window_join_stream};
 use crate::kernels::KernelSet;
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, internal_err};
+use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -48,13 +49,30 @@ pub struct WindowJoinExec {
 
 impl WindowJoinExec {
     /// Creates the operator. `settings.workers` bounds the left batches
-    /// joined at once over all partitions (0 means one).
+    /// joined at once over all partitions (0 means one; never fewer than
+    /// the left partitions, see `SharedState::new`).
     pub fn try_new(
         left: Arc<dyn ExecutionPlan>,
         right: Arc<dyn ExecutionPlan>,
         spec: Arc<WindowJoinSpec>,
         settings: WindowJoinSettings,
     ) -> Result<Self> {
+        // The bounds were resolved against `spec.scale`: it must be the
+        // scale of the timestamps this operator reads, or windows come out
+        // wrong without an error.
+        let actual = TimeScale::new(
+            timestamp_unit("left timestamp", &spec.left_ts.data_type(&left.schema())?)?,
+            timestamp_unit(
+                "right timestamp",
+                &spec.right_ts.data_type(&right.schema())?,
+            )?,
+        );
+        if actual != spec.scale {
+            return plan_err!(
+                "WindowJoinExec: the spec's time scale {:?} does not match its timestamps' {actual:?}",
+                spec.scale
+            );
+        }
         let settings = WindowJoinSettings {
             workers: settings.workers.max(1),
             ..settings
@@ -71,6 +89,7 @@ impl WindowJoinExec {
             left.schema().metadata().clone(),
         ));
         let cache = Arc::new(Self::compute_properties(&left, &schema));
+        let partitions = left.output_partitioning().partition_count();
         Ok(Self {
             left,
             right,
@@ -79,7 +98,7 @@ impl WindowJoinExec {
             settings,
             fast,
             kernels: KernelSet::choose(settings.simd),
-            shared: Arc::new(SharedState::new(settings.workers)),
+            shared: Arc::new(SharedState::new(settings.workers, partitions)),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         })
@@ -89,6 +108,7 @@ impl WindowJoinExec {
     /// current children's), with fresh execution state: no right index yet
     /// and new metrics.
     fn fresh(&self, left: Arc<dyn ExecutionPlan>, right: Arc<dyn ExecutionPlan>) -> Self {
+        let partitions = left.output_partitioning().partition_count();
         Self {
             left,
             right,
@@ -97,7 +117,7 @@ impl WindowJoinExec {
             settings: self.settings,
             fast: self.fast.clone(),
             kernels: self.kernels,
-            shared: Arc::new(SharedState::new(self.settings.workers)),
+            shared: Arc::new(SharedState::new(self.settings.workers, partitions)),
             metrics: ExecutionPlanMetricsSet::new(),
             cache: Arc::clone(&self.cache),
         }
@@ -108,7 +128,15 @@ impl WindowJoinExec {
         &self.spec
     }
 
-    /// Left batches joined at once, over all left partitions.
+    /// Left batches joined at once over all left partitions, as EXPLAIN
+    /// shows it: the setting, but at least one per left partition.
+    fn permits(&self) -> usize {
+        self.settings
+            .workers
+            .max(self.left.output_partitioning().partition_count())
+    }
+
+    /// Left batches joined at once, over all left partitions (the setting).
     pub fn workers(&self) -> usize {
         self.settings.workers
     }
@@ -196,7 +224,7 @@ impl DisplayAs for WindowJoinExec {
                     s.prevailing.as_str(),
                     aggs.join(", "),
                     self.path(),
-                    self.settings.workers
+                    self.permits()
                 )
             }
             DisplayFormatType::TreeRender => {
@@ -204,7 +232,7 @@ impl DisplayAs for WindowJoinExec {
                 writeln!(f, "range=[{}, {}]", s.lo, s.hi)?;
                 writeln!(f, "prevailing={}", s.prevailing.as_str())?;
                 writeln!(f, "path={}", self.path())?;
-                write!(f, "workers={}", self.settings.workers)
+                write!(f, "workers={}", self.permits())
             }
         }
     }

@@ -40,11 +40,22 @@ pub(super) struct SharedState {
 }
 
 impl SharedState {
-    /// Fresh state whose pool lets `workers` left batches be joined at once.
-    pub(super) fn new(workers: usize) -> Self {
+    /// Fresh state for `partitions` left partitions whose pool lets
+    /// `workers` left batches be joined at once, but never fewer than one
+    /// per partition.
+    ///
+    /// Why the floor: a partition waits for its permit only while its
+    /// stream is polled, but tokio's fair semaphore hands a released permit
+    /// to the oldest waiter even when nobody polls it. A consumer that
+    /// waits on one partition while another sits unpolled with a waiter
+    /// queued (a sort-preserving merge does) could otherwise see the
+    /// unpolled partitions hold every permit, and wait forever. Each
+    /// partition queues at most one waiter, so with a permit per partition
+    /// the partition being polled always gets one.
+    pub(super) fn new(workers: usize, partitions: usize) -> Self {
         Self {
             right_index: OnceCell::new(),
-            in_flight: Arc::new(Semaphore::new(workers.max(1))),
+            in_flight: Arc::new(Semaphore::new(workers.max(partitions).max(1))),
         }
     }
 }
