@@ -1,6 +1,6 @@
 //! EXPLAIN output and the datafusion-proto round trip of WINDOW JOIN plans.
 
-use crate::support::{code_rows, context};
+use crate::support::{code_rows, context, physical_plan};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::SessionContext;
@@ -62,13 +62,7 @@ async fn settings_choose_the_path() {
     let sql = "SELECT t.ts, avg(p.v), max(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym \
                RANGE BETWEEN 1 second PRECEDING AND 2 seconds FOLLOWING";
     let explain = |ctx: SessionContext| async move {
-        let plan = ctx
-            .tsjoin_sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = physical_plan(&ctx, sql).await;
         displayable(plan.as_ref()).indent(true).to_string()
     };
     let best = datafusion_tsjoin::bench::KernelSet::detect().name();
@@ -99,13 +93,7 @@ async fn settings_choose_the_path() {
         "SELECT t.ts, sum(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym AND p.v > t.lb RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW",
         "SELECT t.ts, sum(p.v) FROM t WINDOW JOIN p ON p.sym = t.sym RANGE BETWEEN t.lb seconds PRECEDING AND CURRENT ROW",
     ] {
-        let plan = ctx
-            .tsjoin_sql(general)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = physical_plan(&ctx, general).await;
         let text = displayable(plan.as_ref()).indent(true).to_string();
         assert!(text.contains("path=general"), "{general}\n{text}");
     }
@@ -340,13 +328,7 @@ async fn dictionary_scan_survives_the_round_trip() {
     // (Count only: with arguments, a four-row file has too few rows per
     // dictionary entry for the scan.)
     let sql = "SELECT sym, i, count(*) FROM p GROUP BY sym, i ORDER BY sym, i";
-    let plan = ctx
-        .tsjoin_sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(&ctx, sql).await;
     let back = round_trip(&plan, &ctx);
     let text = displayable(back.as_ref()).indent(true).to_string();
     assert!(text.contains("scan=parquet codes"), "{text}");

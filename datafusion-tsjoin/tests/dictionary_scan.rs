@@ -7,7 +7,7 @@
 //! several integer and string columns, whose row groups past the tuple
 //! bound are grouped from decoded keys.
 
-use crate::support::{cell, code_rows, context};
+use crate::support::{cell, code_rows, context, physical_plan};
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMicrosecondArray,
@@ -51,13 +51,7 @@ fn key_array(t: &DataType, v: Vec<Option<i64>>) -> ArrayRef {
 
 /// Rows of `sql`, and the rows phase 1 read from dictionary codes.
 async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, usize) {
-    let plan = ctx
-        .tsjoin_sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(ctx, sql).await;
     let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
     let rows = batches
         .iter()

@@ -6,7 +6,7 @@
 //! fast path (SIMD and scalar kernels, block structures and kernel scans) and on the
 //! general path.
 
-use crate::support::{cell, context};
+use crate::support::{cell, context, physical_plan};
 use datafusion::arrow::array::{
     ArrayRef, Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray,
 };
@@ -327,13 +327,7 @@ async fn run_case(seed: u64) {
         ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = true")
             .await
             .unwrap();
-        let plan = ctx
-            .tsjoin_sql(&sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = physical_plan(&ctx, &sql).await;
         let text = datafusion::physical_plan::displayable(plan.as_ref())
             .indent(true)
             .to_string();

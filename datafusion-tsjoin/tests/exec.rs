@@ -6,7 +6,7 @@
 //! recursive CTE.
 
 use crate::differential::{Row, Shape, batch, random_rows, reference, schema};
-use crate::support::{cells, context};
+use crate::support::{cells, context, physical_plan};
 use datafusion::arrow::array::{
     Float64Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
     UInt32Array,
@@ -228,13 +228,7 @@ async fn window_join_over_batch_sizes() {
             register(&ctx, &left, &right);
             for fast in [true, false] {
                 set(&ctx, &[format!("tsjoin.window_join_fast_path = {fast}")]).await;
-                let plan = ctx
-                    .tsjoin_sql(&sql)
-                    .await
-                    .unwrap()
-                    .create_physical_plan()
-                    .await
-                    .unwrap();
+                let plan = physical_plan(&ctx, &sql).await;
                 for cut in cuts() {
                     let (plan, _) =
                         fed(Arc::clone(&plan), "WindowJoinExec", &[&lb, &rb], cut);
@@ -308,13 +302,7 @@ async fn inline_aggregate_over_batch_sizes() {
                 cells(&ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap());
             assert!(want.len() > 5, "{sql}");
             set(&ctx, &["tsjoin.inline_aggregate = true".into()]).await;
-            let plan = ctx
-                .tsjoin_sql(sql)
-                .await
-                .unwrap()
-                .create_physical_plan()
-                .await
-                .unwrap();
+            let plan = physical_plan(&ctx, sql).await;
             for cut in cuts() {
                 let (plan, _) =
                     fed(Arc::clone(&plan), "InlineAggregateExec", &[&table], cut);
@@ -348,13 +336,7 @@ async fn window_join_under_a_memory_limit() {
             };
             register(&ctx, &left, &right);
             set(&ctx, &[format!("tsjoin.window_join_fast_path = {fast}")]).await;
-            let plan = ctx
-                .tsjoin_sql(&sql)
-                .await
-                .unwrap()
-                .create_physical_plan()
-                .await
-                .unwrap();
+            let plan = physical_plan(&ctx, &sql).await;
             for size in BATCH_SIZES {
                 let (_, join) = fed(
                     Arc::clone(&plan),
@@ -396,13 +378,7 @@ async fn inline_aggregate_under_a_memory_limit() {
             };
             ctx.register_batch("t", table.clone()).unwrap();
             set(&ctx, &["tsjoin.inline_aggregate_all_keys = true".into()]).await;
-            let plan = ctx
-                .tsjoin_sql(sql)
-                .await
-                .unwrap()
-                .create_physical_plan()
-                .await
-                .unwrap();
+            let plan = physical_plan(&ctx, sql).await;
             for size in BATCH_SIZES {
                 let (_, agg) = fed(
                     Arc::clone(&plan),
@@ -437,13 +413,7 @@ async fn window_join_plan_executed_twice() {
     let want = reference(&left, &right, shape);
     let ctx = context(2);
     register(&ctx, &left, &right);
-    let plan = ctx
-        .tsjoin_sql(&shape.sql())
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(&ctx, &shape.sql()).await;
     for run in 0..2 {
         let got = cells(&collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap());
         assert!(got == want, "run {run}\ngot {got:?}\nwant {want:?}");
@@ -452,13 +422,7 @@ async fn window_join_plan_executed_twice() {
     let sql = "SELECT l.k, count(*) AS n FROM l WINDOW JOIN r ON r.k = l.k \
         RANGE BETWEEN 40 milliseconds PRECEDING AND 15 milliseconds FOLLOWING";
     let sql = format!("SELECT k, sum(n), count(*) FROM ({sql}) GROUP BY k ORDER BY k");
-    let plan = ctx
-        .tsjoin_sql(&sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(&ctx, &sql).await;
     let text = displayable(plan.as_ref()).indent(true).to_string();
     assert!(
         text.contains("WindowJoinExec") && text.contains("InlineAggregateExec"),

@@ -3,7 +3,7 @@
 //! sparse, dates, strings, dictionaries, several columns), NULL keys and
 //! values, empty input, 1 to 4 partitions, one group to all-distinct.
 
-use crate::support::{cell, cells, context};
+use crate::support::{cell, cells, context, physical_plan};
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, DictionaryArray, Float64Array, Int32Array, Int64Array,
     RecordBatch, StringArray, UInt32Array,
@@ -154,13 +154,7 @@ async fn run_case(seed: u64) {
             assert_eq!(got, want, "seed {seed}, all keys {all_keys}: {sql}");
         }
     }
-    let plan = ctx
-        .tsjoin_sql(&sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(&ctx, &sql).await;
     let text = displayable(plan.as_ref()).indent(true).to_string();
     assert!(
         text.contains("InlineAggregateExec"),
@@ -196,13 +190,7 @@ async fn unsupported_aggregates_stay_on_datafusion() {
         // Plain string keys: only with `tsjoin.inline_aggregate_all_keys`.
         "SELECT s, sum(v) FROM t GROUP BY s",
     ] {
-        let plan = ctx
-            .tsjoin_sql(sql)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
+        let plan = physical_plan(&ctx, sql).await;
         let text = displayable(plan.as_ref()).indent(true).to_string();
         assert!(!text.contains("InlineAggregateExec"), "{sql}\n{text}");
         assert!(!rows(&ctx, sql).await.is_empty());
@@ -492,13 +480,7 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
             ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
                 .await
                 .unwrap();
-            let plan = ctx
-                .tsjoin_sql(sql)
-                .await
-                .unwrap()
-                .create_physical_plan()
-                .await
-                .unwrap();
+            let plan = physical_plan(&ctx, sql).await;
             let text = displayable(plan.as_ref()).indent(true).to_string();
             assert!(
                 text.contains(

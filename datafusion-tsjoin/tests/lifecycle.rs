@@ -3,7 +3,7 @@
 //! shows what runs), and operators that start afresh when DataFusion resets
 //! them (a plan executed twice, a recursive query).
 
-use crate::support::{cell, context};
+use crate::support::{cell, context, physical_plan};
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -184,13 +184,7 @@ async fn explain_shows_whether_the_dictionary_scan_runs() {
     assert!(off.contains("InlineAggregateExec"), "{off}");
     assert!(!off.contains("scan=parquet codes"), "{off}");
     // A plan made with the scan off reads no codes even once it is on again.
-    let plan = ctx
-        .tsjoin_sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(&ctx, sql).await;
     ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = true")
         .await
         .unwrap();

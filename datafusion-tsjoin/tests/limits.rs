@@ -1,5 +1,6 @@
 //! Memory budgets and cancellation.
 
+use crate::support::physical_plan;
 use datafusion::arrow::array::{
     Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray,
 };
@@ -243,13 +244,7 @@ async fn dropping_the_stream_stops_the_inline_aggregate() {
     let ctx = limited_context(usize::MAX / 2);
     let counts = register_endless(&ctx, "endless", 2);
     let sql = "SELECT k, count(*), sum(v) FROM endless GROUP BY k";
-    let plan = ctx
-        .tsjoin_sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+    let plan = physical_plan(&ctx, sql).await;
     let text = datafusion::physical_plan::displayable(plan.as_ref())
         .indent(true)
         .to_string();

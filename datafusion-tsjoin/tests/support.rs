@@ -5,6 +5,7 @@ use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_tsjoin::TsJoinContextExt;
 use std::sync::Arc;
 
 /// A tsjoin session with `partitions` target partitions.
@@ -91,4 +92,15 @@ fn case_counts_are_at_least_one() {
     assert_eq!(count_from(Some("many"), 300), 300);
     assert_eq!(count_from(Some("-3"), 300), 300);
     assert_eq!(count_from(Some("0"), 0), 1);
+}
+
+/// The physical plan tsjoin makes for `sql` (panics on a planning error:
+/// tests call it with SQL that must plan).
+pub async fn physical_plan(ctx: &SessionContext, sql: &str) -> Arc<dyn ExecutionPlan> {
+    ctx.tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap()
 }
