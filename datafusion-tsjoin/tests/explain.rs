@@ -5,9 +5,7 @@
 //! EXPLAIN, review and accept with `cargo insta review` (or run with
 //! `INSTA_UPDATE=always`).
 
-use crate::support::context;
-use datafusion::arrow::array::AsArray;
-use datafusion::arrow::compute::concat_batches;
+use crate::support::{context, explained_plan};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
@@ -39,24 +37,6 @@ async fn session(dir: &std::path::Path) -> SessionContext {
         ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
     }
     ctx
-}
-
-/// The physical plan EXPLAIN shows for `sql`.
-async fn physical_plan(ctx: &SessionContext, sql: &str) -> String {
-    let batches = ctx
-        .tsjoin_sql(&format!("EXPLAIN {sql}"))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    let batch = concat_batches(&batches[0].schema(), &batches).unwrap();
-    let kinds = batch.column(0).as_string::<i32>();
-    let plans = batch.column(1).as_string::<i32>();
-    (0..batch.num_rows())
-        .find(|&r| kinds.value(r) == "physical_plan")
-        .map(|r| plans.value(r).to_string())
-        .unwrap_or_else(|| panic!("no physical plan for {sql}"))
 }
 
 async fn pretty(ctx: &SessionContext, sql: &str) -> String {
@@ -128,7 +108,7 @@ async fn explain_snapshots() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = session(dir.path()).await;
     for (name, sql) in WINDOW_JOINS.iter().chain(&GROUP_BYS) {
-        let plan = physical_plan(&ctx, sql).await;
+        let plan = explained_plan(&ctx, sql).await;
         redacted(dir.path(), || {
             insta::assert_snapshot!(format!("explain_{name}"), plan, sql)
         });

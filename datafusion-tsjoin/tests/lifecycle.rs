@@ -3,10 +3,9 @@
 //! shows what runs), and operators that start afresh when DataFusion resets
 //! them (a plan executed twice, a recursive query).
 
-use crate::support::{cell, context, physical_plan};
+use crate::support::{cell, cells, context, explained_plan, physical_plan, query_rows};
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::Result;
 use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{
@@ -63,28 +62,6 @@ impl Accumulator for Thousands {
     }
 }
 
-async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
-    let batches = ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap();
-    batches
-        .iter()
-        .flat_map(|b| {
-            (0..b.num_rows())
-                .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
-        })
-        .collect()
-}
-
-async fn explain(ctx: &SessionContext, sql: &str) -> String {
-    let batches = ctx
-        .tsjoin_sql(&format!("EXPLAIN {sql}"))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    pretty_format_batches(&batches).unwrap().to_string()
-}
-
 async fn trades_and_prices(ctx: &SessionContext) {
     ctx.tsjoin_sql(
         "CREATE TABLE t (ts TIMESTAMP, k INT, v BIGINT) AS VALUES
@@ -116,20 +93,24 @@ async fn a_users_sum_is_not_taken_for_datafusions() {
         let group = "SELECT k, sum(v) AS s FROM p GROUP BY k ORDER BY k";
         // DataFusion's sum: the fast paths.
         assert_eq!(
-            rows(&ctx, join)
+            query_rows(&ctx, join)
                 .await
                 .iter()
                 .map(|r| r[1].clone())
                 .collect::<Vec<_>>(),
             ["30", "30", "40"]
         );
-        assert!(explain(&ctx, group).await.contains("InlineAggregateExec"));
+        assert!(
+            explained_plan(&ctx, group)
+                .await
+                .contains("InlineAggregateExec")
+        );
         ctx.register_udaf(AggregateUDF::new_from_impl(NotASum(Signature::any(
             1,
             Volatility::Immutable,
         ))));
         assert_eq!(
-            rows(&ctx, join)
+            query_rows(&ctx, join)
                 .await
                 .iter()
                 .map(|r| r[1].clone())
@@ -138,13 +119,17 @@ async fn a_users_sum_is_not_taken_for_datafusions() {
             "{partitions} partitions"
         );
         assert_eq!(
-            rows(&ctx, group).await,
+            query_rows(&ctx, group).await,
             [["1", "3000"], ["2", "1000"]],
             "{partitions} partitions"
         );
-        let plan = explain(&ctx, join).await;
+        let plan = explained_plan(&ctx, join).await;
         assert!(plan.contains("path=general"), "{plan}");
-        assert!(!explain(&ctx, group).await.contains("InlineAggregateExec"));
+        assert!(
+            !explained_plan(&ctx, group)
+                .await
+                .contains("InlineAggregateExec")
+        );
     }
 }
 
@@ -176,11 +161,15 @@ async fn explain_shows_whether_the_dictionary_scan_runs() {
         .await
         .unwrap();
     let sql = "SELECT k, count(*) FROM d GROUP BY k";
-    assert!(explain(&ctx, sql).await.contains("scan=parquet codes"));
+    assert!(
+        explained_plan(&ctx, sql)
+            .await
+            .contains("scan=parquet codes")
+    );
     ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = false")
         .await
         .unwrap();
-    let off = explain(&ctx, sql).await;
+    let off = explained_plan(&ctx, sql).await;
     assert!(off.contains("InlineAggregateExec"), "{off}");
     assert!(!off.contains("scan=parquet codes"), "{off}");
     // A plan made with the scan off reads no codes even once it is on again.
@@ -225,13 +214,7 @@ async fn window_join_in_a_recursive_query_sees_each_iteration() {
             .await
             .expect("the recursion ends")
             .unwrap();
-        let got: Vec<Vec<String>> = batches
-            .iter()
-            .flat_map(|b| {
-                (0..b.num_rows())
-                    .map(move |r| b.columns().iter().map(|c| cell(c, r)).collect())
-            })
-            .collect();
+        let got = cells(&batches);
         // Iteration i sums [1] and [1, previous second value].
         assert_eq!(
             got,

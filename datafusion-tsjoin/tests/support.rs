@@ -104,3 +104,25 @@ pub async fn physical_plan(ctx: &SessionContext, sql: &str) -> Arc<dyn Execution
         .await
         .unwrap()
 }
+
+/// The rows of `sql`'s result, as [`cells`].
+pub async fn query_rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
+    cells(&query_batches(ctx, sql).await)
+}
+
+/// The physical plan EXPLAIN shows for `sql`.
+pub async fn explained_plan(ctx: &SessionContext, sql: &str) -> String {
+    use datafusion::arrow::compute::concat_batches;
+    let batches = query_batches(ctx, &format!("EXPLAIN {sql}")).await;
+    let batch = concat_batches(&batches[0].schema(), &batches).unwrap();
+    let kinds = batch.column(0).as_string::<i32>();
+    let plans = batch.column(1).as_string::<i32>();
+    (0..batch.num_rows())
+        .find(|&r| kinds.value(r) == "physical_plan")
+        .map(|r| plans.value(r).to_string())
+        .unwrap_or_else(|| panic!("no physical plan for {sql}"))
+}
+
+async fn query_batches(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
+    ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap()
+}

@@ -110,6 +110,22 @@ impl RightIndex {
 /// lock, fed by the pieces only with keys they have not seen before.
 type SharedKeys = Arc<Mutex<KeyIndex>>;
 
+/// Per aggregate, one empty list per argument it evaluates over right rows
+/// (none for aggregates evaluated per pair), to collect arrays into.
+fn right_arg_lists<T>(spec: &WindowJoinSpec) -> Vec<Vec<Vec<T>>> {
+    spec.aggs
+        .iter()
+        .map(|a| {
+            let args = if a.input == AggInput::Right {
+                a.args.len()
+            } else {
+                0
+            };
+            (0..args).map(|_| vec![]).collect()
+        })
+        .collect()
+}
+
 /// Reduces one right partition into a [`Piece`].
 async fn reduce_partition(
     mut input: SendableRecordBatchStream,
@@ -119,20 +135,7 @@ async fn reduce_partition(
 ) -> Result<Piece> {
     let keep_rows = spec.needs_pairs();
     let mut piece = Piece {
-        values: spec
-            .aggs
-            .iter()
-            .map(|a| {
-                vec![
-                    vec![];
-                    if a.input == AggInput::Right {
-                        a.args.len()
-                    } else {
-                        0
-                    }
-                ]
-            })
-            .collect(),
+        values: right_arg_lists(&spec),
         ..Default::default()
     };
     // This partition's own interner, and where its ids live globally: the
@@ -442,20 +445,7 @@ fn assemble(
     // general path, first/last); the rows themselves for pairs.
     let by_row =
         |i: usize| fast_plan.is_none_or(|p| matches!(p.aggs[i], FastAgg::Pick(..)));
-    let mut values: Vec<Vec<Vec<ArrayRef>>> = spec
-        .aggs
-        .iter()
-        .map(|a| {
-            vec![
-                vec![];
-                if a.input == AggInput::Right {
-                    a.args.len()
-                } else {
-                    0
-                }
-            ]
-        })
-        .collect();
+    let mut values: Vec<Vec<Vec<ArrayRef>>> = right_arg_lists(spec);
     for piece in piece_values.iter_mut() {
         for (all, parts) in values.iter_mut().zip(std::mem::take(piece)) {
             for (all, part) in all.iter_mut().zip(parts) {
