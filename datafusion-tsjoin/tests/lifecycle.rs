@@ -300,3 +300,32 @@ async fn one_worker_and_a_merge_of_sorted_partitions_finish() {
     let last = batches.last().unwrap();
     assert_eq!(cell(last.column(1), last.num_rows() - 1), "3");
 }
+
+/// A COPY that is not the last statement of a script runs (DDL runs when
+/// planned, COPY only when collected: before, it wrote nothing).
+#[tokio::test]
+async fn copy_before_the_last_statement_writes_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.csv");
+    let ctx = context(1);
+    let got = query_rows(
+        &ctx,
+        &format!("COPY (SELECT 7 AS a) TO '{}'; SELECT 1", path.display()),
+    )
+    .await;
+    assert_eq!(got, [["1"]]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().collect::<Vec<_>>(), ["a", "7"]);
+}
+
+/// An INSERT before the last statement of a script inserts its rows once.
+#[tokio::test]
+async fn insert_before_the_last_statement_inserts_once() {
+    let ctx = context(1);
+    let got = query_rows(
+        &ctx,
+        "CREATE TABLE m (a INT); INSERT INTO m VALUES (1), (2); SELECT count(*) FROM m",
+    )
+    .await;
+    assert_eq!(got, [["2"]]);
+}
