@@ -20,6 +20,7 @@
 //! on [`inline_aggregate::InlineAggregateExec`] where the
 //! [`inline_aggregate::InlineAggregateRule`] finds it applies.
 
+pub mod asof_join;
 pub mod codec;
 pub mod config;
 pub mod functions;
@@ -28,6 +29,7 @@ mod kernels;
 pub mod offset_topk;
 mod session;
 pub mod sql;
+mod temporal;
 pub mod window_join;
 
 pub use config::{TimestampRegistry, TsJoinOptions};

@@ -4,7 +4,9 @@ use crate::config::{TimestampRegistry, TsJoinOptions};
 use crate::functions::first_last_udafs;
 use crate::inline_aggregate::InlineAggregateRule;
 use crate::offset_topk::OffsetTopK;
-use crate::sql::{WindowJoinRelationPlanner, execute_sql, registry};
+use crate::sql::{
+    AsofJoinRelationPlanner, WindowJoinRelationPlanner, execute_sql, registry,
+};
 use crate::window_join::{PushDownWindowJoinFilter, TsJoinQueryPlanner};
 use datafusion::common::Result;
 use datafusion::dataframe::DataFrame;
@@ -60,7 +62,12 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         }
         self.relation_planners()
             .get_or_insert_with(Vec::new)
-            .push(Arc::new(WindowJoinRelationPlanner::new(registry)));
+            .push(Arc::new(WindowJoinRelationPlanner::new(Arc::clone(
+                &registry,
+            ))));
+        self.relation_planners()
+            .get_or_insert_with(Vec::new)
+            .push(Arc::new(AsofJoinRelationPlanner::new(registry)));
         // The inline aggregate replaces partial/final aggregate pairs, so it
         // runs right after DataFusion combines those (an appended rule would
         // run after the final sanity check).

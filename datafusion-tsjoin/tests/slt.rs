@@ -133,6 +133,11 @@ fn slt_files() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        // TSJOIN_SLT=name runs only the files whose path contains it.
+        .filter(|p| {
+            std::env::var("TSJOIN_SLT").is_ok_and(|f| p.to_string_lossy().contains(&f))
+                || std::env::var("TSJOIN_SLT").is_err()
+        })
         .collect();
     files.sort();
     files

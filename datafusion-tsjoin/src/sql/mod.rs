@@ -7,12 +7,14 @@
 //! [`WindowJoinRelationPlanner`] builds the logical node.
 
 mod alter;
+mod asof;
 mod ast;
 mod questdb_ddl;
 mod relation;
 mod rewrite;
 
 pub use crate::config::{DESIGNATED_TIMESTAMP_OPTION, registry};
+pub use asof::AsofJoinRelationPlanner;
 pub use relation::WindowJoinRelationPlanner;
 
 use ast::{AstContext, norm, right_table_names};
@@ -41,6 +43,7 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
         .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
     let tokens = questdb_ddl::rewrite_questdb_ddl(tokens);
     let tokens = rewrite::rewrite_window_joins(tokens, dialect.as_ref())?;
+    let tokens = asof::rewrite_asof_joins(tokens)?;
     let statements = DFParserBuilder::new(tokens)
         .with_dialect(dialect.as_ref())
         .with_recursion_limit(recursion_limit)
@@ -56,6 +59,7 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
             if let sqlparser::ast::Statement::CreateTable(ct) = s.as_mut() {
                 take_designated_timestamp(ctx, ct)?;
             }
+            asof::prepare_asof(ctx, s).await?;
             let mut right_columns = HashMap::new();
             for name in right_table_names(s) {
                 let key = name

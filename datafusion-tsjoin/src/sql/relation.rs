@@ -231,7 +231,7 @@ impl WindowJoinRelationPlanner {
     }
 
     /// Splits ON into equality keys (left expr, right expr) and the rest.
-    fn plan_on(
+    pub(super) fn plan_on(
         &self,
         ctx: &mut dyn RelationPlannerContext,
         constraint: JoinConstraint,
@@ -246,9 +246,14 @@ impl WindowJoinRelationPlanner {
                 .map(|id| {
                     let name = ctx.normalize_ident(id);
                     let col = |s: &DFSchema, side: &str| -> Result<Expr> {
-                        let (q, f) = s.qualified_field_with_unqualified_name(&name).map_err(|_| {
-                            plan_datafusion_err!("WINDOW JOIN ON ({name}): the {side} side has no column {name}")
-                        })?;
+                        // In a chain the left side may hold the name twice: the
+                        // first relation's column is meant (QuestDB's master).
+                        let (q, f) = s
+                            .iter()
+                            .find(|(_, f)| *f.name() == name)
+                            .ok_or_else(|| {
+                                plan_datafusion_err!("WINDOW JOIN ON ({name}): the {side} side has no column {name}")
+                            })?;
                         Ok(Expr::Column(Column::new(q.cloned(), f.name())))
                     };
                     Ok((col(lschema, "left")?, col(rschema, "right")?))
@@ -339,8 +344,21 @@ impl WindowJoinRelationPlanner {
     }
 
     /// The designated timestamp column of `plan`, by registry or by type.
-    fn designated_timestamp(&self, plan: &LogicalPlan, side: &str) -> Result<Expr> {
+    pub(super) fn designated_timestamp(
+        &self,
+        plan: &LogicalPlan,
+        side: &str,
+    ) -> Result<Expr> {
         let schema = plan.schema();
+        // A chain: the time of the join to the left is its left time.
+        if let LogicalPlan::Extension(ext) = plan
+            && let Some(node) = ext
+                .node
+                .as_any()
+                .downcast_ref::<crate::asof_join::AsofJoinNode>()
+        {
+            return Ok(node.clause.left_ts.clone());
+        }
         if let Some(name) = designated_name(plan, &self.timestamps)
             && let Ok((q, f)) = schema.qualified_field_with_unqualified_name(&name)
         {
@@ -388,12 +406,16 @@ fn designated_name(plan: &LogicalPlan, reg: &TimestampRegistry) -> Option<String
     let name = match plan {
         LogicalPlan::TableScan(scan) => reg.get(scan.table_name.table()),
         LogicalPlan::Extension(ext) => {
-            match ext.node.as_any().downcast_ref::<WindowJoinNode>() {
-                Some(node) => match &node.clause.left_ts {
-                    Expr::Column(c) => Some(c.name.clone()),
-                    _ => None,
-                },
-                None => None,
+            let any = ext.node.as_any();
+            let left_ts = match any.downcast_ref::<WindowJoinNode>() {
+                Some(node) => Some(&node.clause.left_ts),
+                None => any
+                    .downcast_ref::<crate::asof_join::AsofJoinNode>()
+                    .map(|node| &node.clause.left_ts),
+            };
+            match left_ts {
+                Some(Expr::Column(c)) => Some(c.name.clone()),
+                _ => None,
             }
         }
         LogicalPlan::SubqueryAlias(_)

@@ -46,7 +46,7 @@ pub(crate) fn word_is(t: &Token, kw: &str) -> bool {
 }
 
 /// Index of the next non-whitespace token at or after `i`.
-fn skip_ws(tokens: &[TokenWithSpan], mut i: usize) -> usize {
+pub(crate) fn skip_ws(tokens: &[TokenWithSpan], mut i: usize) -> usize {
     while i < tokens.len() && matches!(tokens[i].token, Token::Whitespace(_)) {
         i += 1;
     }

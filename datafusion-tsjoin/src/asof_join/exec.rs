@@ -1,0 +1,270 @@
+//! [`AsofJoinExec`]: the physical ASOF / LT JOIN operator.
+
+use super::metrics::AsofJoinMetrics;
+use super::spec::{AsofDirection, AsofJoinSpec};
+use super::stream::{SharedState, StreamArgs, asof_join_stream};
+use crate::window_join::{TimeScale, timestamp_unit};
+use datafusion::arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, internal_err, plan_err};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
+    InputDistributionRequirements, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream, apply_expression_roots,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// Physical ASOF JOIN.
+///
+/// The right input (all partitions, in parallel) is drained once into a
+/// shared time-ordered timeline (sorted only if it did not arrive in time
+/// order). Each left partition then streams: a batch whose times do not
+/// decrease (and continue the previous one's) is matched by a streaming
+/// merge that keeps the latest right row per key; other batches, and the
+/// forward directions, by binary search in a per-key index built on first
+/// need. Output: left columns then right columns, one row per left row, in
+/// left order; partitioning and ordering are the left input's.
+#[derive(Debug)]
+pub struct AsofJoinExec {
+    left: Arc<dyn ExecutionPlan>,
+    right: Arc<dyn ExecutionPlan>,
+    spec: Arc<AsofJoinSpec>,
+    schema: SchemaRef,
+    shared: Arc<SharedState>,
+    metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
+}
+
+impl AsofJoinExec {
+    /// Creates the operator; `spec.scale` must be the units of its times.
+    pub fn try_new(
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        spec: Arc<AsofJoinSpec>,
+    ) -> Result<Self> {
+        let actual = TimeScale::new(
+            timestamp_unit("left timestamp", &spec.left_ts.data_type(&left.schema())?)?,
+            timestamp_unit(
+                "right timestamp",
+                &spec.right_ts.data_type(&right.schema())?,
+            )?,
+        );
+        if actual != spec.scale {
+            return plan_err!(
+                "AsofJoinExec: the spec's time scale {:?} does not match its timestamps' {actual:?}",
+                spec.scale
+            );
+        }
+        let mut fields: Vec<FieldRef> = left.schema().fields().iter().cloned().collect();
+        fields.extend(
+            right
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| Arc::new(Field::clone(f).with_nullable(true))),
+        );
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            left.schema().metadata().clone(),
+        ));
+        let cache = Arc::new(Self::compute_properties(&left, &schema));
+        Ok(Self {
+            left,
+            right,
+            spec,
+            schema,
+            shared: Arc::new(SharedState::default()),
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache,
+        })
+    }
+
+    /// The specification.
+    pub fn spec(&self) -> &Arc<AsofJoinSpec> {
+        &self.spec
+    }
+
+    fn compute_properties(
+        left: &Arc<dyn ExecutionPlan>,
+        schema: &SchemaRef,
+    ) -> PlanProperties {
+        let orderings: Vec<_> = left
+            .equivalence_properties()
+            .oeq_class()
+            .iter()
+            .cloned()
+            .collect();
+        let eq = EquivalenceProperties::new_with_orderings(Arc::clone(schema), orderings);
+        let partitioning = match left.output_partitioning() {
+            Partitioning::Hash(_, n) => Partitioning::UnknownPartitioning(*n),
+            p => p.clone(),
+        };
+        PlanProperties::new(
+            eq,
+            partitioning,
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+    }
+
+    /// Whether an input's known ordering starts with `ts` ascending.
+    fn ordered_by(plan: &Arc<dyn ExecutionPlan>, ts: &Arc<dyn PhysicalExpr>) -> bool {
+        let Some(col) = ts.downcast_ref::<Column>() else {
+            return false;
+        };
+        plan.output_ordering().is_some_and(|o| {
+            let first = o.first();
+            !first.options.descending
+                && first
+                    .expr
+                    .downcast_ref::<Column>()
+                    .is_some_and(|c| c.index() == col.index())
+        })
+    }
+
+    /// `path=…` as EXPLAIN shows it.
+    fn path(&self) -> String {
+        if self.spec.matching.direction == AsofDirection::Forward {
+            return "index".to_string();
+        }
+        let known = |p: &Arc<dyn ExecutionPlan>, ts| {
+            if Self::ordered_by(p, ts) {
+                "known"
+            } else {
+                "checked"
+            }
+        };
+        format!(
+            "merge (left order {}, right order {}), index for unordered batches",
+            known(&self.left, &self.spec.left_ts),
+            known(&self.right, &self.spec.right_ts)
+        )
+    }
+}
+
+impl DisplayAs for AsofJoinExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let s = &self.spec;
+        let on: Vec<String> = s
+            .left_keys
+            .iter()
+            .zip(&s.right_keys)
+            .map(|(l, r)| format!("({l}, {r})"))
+            .collect();
+        let tolerance = s.tolerance.map_or("none".to_string(), |t| t.to_string());
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "AsofJoinExec: on=[{}]", on.join(", "))?;
+                if let Some(filter) = &s.left_filter {
+                    write!(f, ", left_filter={filter}")?;
+                }
+                write!(
+                    f,
+                    ", ts=[{}, {}], match={}, tolerance={tolerance}, path={}",
+                    s.left_ts,
+                    s.right_ts,
+                    s.matching,
+                    self.path()
+                )
+            }
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "on=[{}]", on.join(", "))?;
+                writeln!(f, "match={}", s.matching)?;
+                writeln!(f, "tolerance={tolerance}")?;
+                write!(f, "path={}", self.path())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for AsofJoinExec {
+    fn name(&self) -> &str {
+        "AsofJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        InputDistributionRequirements::new(vec![
+            Distribution::UnspecifiedDistribution,
+            Distribution::UnspecifiedDistribution,
+        ])
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true, false]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false, false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.left, &self.right]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        apply_expression_roots(self.spec.all_exprs(), f)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let [left, right]: [Arc<dyn ExecutionPlan>; 2] = match children.try_into() {
+            Ok(c) => c,
+            Err(_) => return internal_err!("AsofJoinExec expects two children"),
+        };
+        Ok(Arc::new(Self::try_new(
+            left,
+            right,
+            Arc::clone(&self.spec),
+        )?))
+    }
+
+    /// A new instance whose timeline is built again on the next execution.
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(Self::try_new(
+            Arc::clone(&self.left),
+            Arc::clone(&self.right),
+            Arc::clone(&self.spec),
+        )?))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let n = self.left.output_partitioning().partition_count();
+        if partition >= n {
+            return internal_err!(
+                "AsofJoinExec: partition {partition} out of range ({n} partitions)"
+            );
+        }
+        Ok(asof_join_stream(StreamArgs {
+            left: self.left.execute(partition, Arc::clone(&context))?,
+            right: Arc::clone(&self.right),
+            spec: Arc::clone(&self.spec),
+            schema: Arc::clone(&self.schema),
+            shared: Arc::clone(&self.shared),
+            metrics: AsofJoinMetrics::new(&self.metrics, partition),
+            context,
+        }))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

@@ -1,0 +1,278 @@
+//! The output stream of one left partition: drain the right input into the
+//! shared [`Timeline`] once, then match left batches as they come, by the
+//! streaming merge while the left times keep increasing, by the per-key
+//! index otherwise.
+
+use super::metrics::AsofJoinMetrics;
+use super::spec::{AsofDirection, AsofJoinSpec};
+use crate::temporal::{
+    Found, MergeCursor, Timeline, TimelineBuild, is_non_decreasing, key_arrays, ticks,
+};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_null_array,
+};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ExecutionPlan, ExecutionPlanProperties, SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt, stream};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::OnceCell;
+
+/// The right side, built once per execution and shared by the partitions,
+/// with the memory it holds.
+pub(super) struct Built {
+    timeline: Timeline,
+    reservation: Mutex<MemoryReservation>,
+}
+
+/// Per-execution state shared by the partitions of one operator instance.
+#[derive(Default)]
+pub(super) struct SharedState {
+    built: OnceCell<Arc<Built>>,
+}
+
+impl std::fmt::Debug for SharedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("SharedState")
+    }
+}
+
+/// Everything one left partition's stream needs.
+pub(super) struct StreamArgs {
+    pub left: SendableRecordBatchStream,
+    pub right: Arc<dyn ExecutionPlan>,
+    pub spec: Arc<AsofJoinSpec>,
+    pub schema: SchemaRef,
+    pub shared: Arc<SharedState>,
+    pub metrics: AsofJoinMetrics,
+    pub context: Arc<TaskContext>,
+}
+
+/// Drains every right partition (in parallel tasks) into a [`Timeline`].
+async fn build(
+    right: Arc<dyn ExecutionPlan>,
+    spec: &AsofJoinSpec,
+    context: Arc<TaskContext>,
+    metrics: &AsofJoinMetrics,
+) -> Result<Built> {
+    let _timer = metrics.build_time.timer();
+    let reservation =
+        MemoryConsumer::new("AsofJoinExec[right]").register(context.memory_pool());
+    let partitions = right.output_partitioning().partition_count();
+    let tasks: Vec<SpawnedTask<Result<Vec<RecordBatch>>>> = (0..partitions)
+        .map(|p| {
+            let stream = right.execute(p, Arc::clone(&context));
+            SpawnedTask::spawn(async move { stream?.try_collect::<Vec<_>>().await })
+        })
+        .collect();
+    let mut batches = vec![];
+    for t in tasks {
+        let part = t
+            .join()
+            .await
+            .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+        for b in &part {
+            reservation.try_grow(b.get_array_memory_size())?;
+        }
+        batches.extend(part);
+    }
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    metrics.build_input_rows.add(rows);
+    // The concatenated copy, then the sequence vectors.
+    let batch_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    reservation.try_grow(batch_bytes + rows * 16)?;
+    let timeline = Timeline::try_new(
+        TimelineBuild {
+            schema: right.schema(),
+            keys: &spec.right_keys,
+            ts: &spec.right_ts,
+            factor: spec.scale.right_factor(),
+        },
+        &batches,
+    )?;
+    drop(batches);
+    let held = timeline.batch.get_array_memory_size() + timeline.extra_bytes();
+    reservation.resize(held);
+    metrics.build_mem_used.set(held);
+    metrics
+        .right_sorted
+        .set(usize::from(timeline.arrived_sorted));
+    Ok(Built {
+        timeline,
+        reservation: Mutex::new(reservation),
+    })
+}
+
+/// The output stream of one left partition.
+pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
+    let StreamArgs {
+        left,
+        right,
+        spec,
+        schema,
+        shared,
+        metrics,
+        context,
+    } = args;
+    let out_schema = Arc::clone(&schema);
+    let output = metrics.baseline.clone();
+    let stream = stream::once(async move {
+        let built = shared
+            .built
+            .get_or_try_init(|| async {
+                Ok::<_, DataFusionError>(Arc::new(
+                    build(right, &spec, context, &metrics).await?,
+                ))
+            })
+            .await?
+            .clone();
+        let mut joiner = Joiner {
+            cursor: MergeCursor::new(&built.timeline, spec.matching.strict),
+            built,
+            spec,
+            schema: out_schema,
+            metrics,
+        };
+        Ok::<_, DataFusionError>(left.map(move |b| joiner.join(b?)))
+    })
+    .try_flatten()
+    .inspect_ok(move |b| output.record_output(b.num_rows()));
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
+/// Matches the batches of one left partition, in order.
+struct Joiner {
+    built: Arc<Built>,
+    cursor: MergeCursor,
+    spec: Arc<AsofJoinSpec>,
+    schema: SchemaRef,
+    metrics: AsofJoinMetrics,
+}
+
+impl Joiner {
+    fn join(&mut self, left: RecordBatch) -> Result<RecordBatch> {
+        let start = Instant::now();
+        let out = self.join_batch(left);
+        let elapsed = start.elapsed();
+        self.metrics.join_time.add_duration(elapsed);
+        self.metrics
+            .baseline
+            .elapsed_compute()
+            .add_duration(elapsed);
+        out
+    }
+
+    /// Reserves the per-key index's memory before its first use.
+    fn ensure_index(&self) -> Result<()> {
+        let tl = &self.built.timeline;
+        if !tl.has_index() {
+            let r = self.built.reservation.lock().unwrap();
+            // Another partition may have built it meanwhile; reserving
+            // twice errs on the safe side.
+            if !tl.has_index() {
+                r.try_grow(tl.index_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn join_batch(&mut self, left: RecordBatch) -> Result<RecordBatch> {
+        let n = left.num_rows();
+        self.metrics.input_rows.add(n);
+        let spec = Arc::clone(&self.spec);
+        let tl = &self.built.timeline;
+        let lt_array = spec.left_ts.evaluate(&left)?.into_array(n)?;
+        let lt = ticks(&lt_array, spec.scale.left_factor())?;
+        let groups = tl.groups_of(&key_arrays(&spec.left_keys, &left)?, n)?;
+        let allowed: Option<ArrayRef> = match &spec.left_filter {
+            Some(f) => Some(f.evaluate(&left)?.into_array(n)?),
+            None => None,
+        };
+        let allowed = allowed.as_ref().map(|a| a.as_boolean());
+        let tol = spec.tolerance.map(|t| t.ticks(spec.scale.common_nanos()));
+        let strict = spec.matching.strict;
+        let forward = spec.matching.direction == AsofDirection::Forward;
+        let within = |t: i64, rt: i64| match tol {
+            None => true,
+            Some(tol) => {
+                let d = if forward {
+                    rt as i128 - t as i128
+                } else {
+                    t as i128 - rt as i128
+                };
+                d <= tol as i128
+            }
+        };
+        let wanted = |i: usize| -> Option<(u32, i64)> {
+            let t = lt[i]?;
+            let g = groups[i]?;
+            if let Some(a) = allowed
+                && !(a.is_valid(i) && a.value(i))
+            {
+                return None;
+            }
+            Some((g, t))
+        };
+        let first = lt.iter().flatten().next().copied();
+        let merge = !forward
+            && is_non_decreasing(&lt)
+            && first.is_none_or(|t| self.cursor.accepts(t));
+        let mut rows: Vec<Option<u32>> = Vec::with_capacity(n);
+        if merge {
+            self.metrics.merge_rows.add(n);
+            if let Some(t) = first
+                && !self.cursor.started()
+            {
+                self.cursor.start(tl, t);
+            }
+            for i in 0..n {
+                let Some(t) = lt[i] else {
+                    rows.push(None);
+                    continue;
+                };
+                self.cursor.advance(tl, t);
+                let Some((g, t)) = wanted(i) else {
+                    rows.push(None);
+                    continue;
+                };
+                let found = match self.cursor.get(tl, g) {
+                    Found::Row(r, rt) => Some((r, rt)),
+                    Found::Nothing => None,
+                    Found::AskIndex => {
+                        self.ensure_index()?;
+                        tl.lookup(g, t, false, strict)
+                    }
+                };
+                rows.push(found.filter(|&(_, rt)| within(t, rt)).map(|(r, _)| r));
+            }
+        } else {
+            self.metrics.index_rows.add(n);
+            self.ensure_index()?;
+            for i in 0..n {
+                let found = wanted(i).and_then(|(g, t)| {
+                    tl.lookup(g, t, forward, strict)
+                        .filter(|&(_, rt)| within(t, rt))
+                });
+                rows.push(found.map(|(r, _)| r));
+            }
+        }
+        let indices = UInt32Array::from(rows);
+        let mut columns = left.columns().to_vec();
+        for c in tl.batch.columns() {
+            columns.push(if tl.batch.num_rows() == 0 || indices.null_count() == n {
+                new_null_array(c.data_type(), n)
+            } else {
+                take(c.as_ref(), &indices, None)?
+            });
+        }
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+}

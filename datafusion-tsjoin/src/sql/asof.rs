@@ -1,0 +1,772 @@
+//! QuestDB's ASOF JOIN and LT JOIN (and DuckDB's and Snowflake's ASOF
+//! spellings) in tsjoin's SQL front end:
+//!
+//! 1. [`rewrite_asof_joins`] (tokens): `ASOF|LT JOIN r [ON ...] [TOLERANCE
+//!    2s]` becomes `ASOF JOIN r MATCH_CONDITION(__tsjoin_asof('asof', 2,
+//!    's')) [ON ...]`, which sqlparser accepts; Snowflake's `ASOF JOIN r
+//!    MATCH_CONDITION(l.ts >= r.ts) ON ...` is left as written.
+//! 2. [`prepare_asof`] (AST): expands `SELECT *` as QuestDB does (duplicated
+//!    right names get a number: `ts1`), then nests every ASOF join with
+//!    everything to its left so that the relation planner receives it.
+//! 3. [`AsofJoinRelationPlanner`]: plans the nested join into an
+//!    [`AsofJoinNode`].
+
+use super::ast::norm;
+use super::relation::WindowJoinRelationPlanner;
+use super::rewrite::{WINDOW_MARKER, error_at, skip_ws, word_is};
+use crate::asof_join::{
+    AsofDirection, AsofJoinClause, AsofJoinNode, AsofMatch, Tolerance, ToleranceUnit,
+};
+use crate::config::TimestampRegistry;
+use crate::window_join::{Side, side_of, timestamp_unit};
+use datafusion::common::{DFSchema, Result, plan_datafusion_err, plan_err};
+use datafusion::execution::context::SessionContext;
+use datafusion::logical_expr::planner::{
+    PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
+};
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, ExprSchemable, Extension, LogicalPlan, LogicalPlanBuilder, Operator,
+};
+use sqlparser::ast::{
+    self as ast, Ident, Join, JoinOperator, ObjectName, ObjectNamePart, Query, Select,
+    SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit, VisitMut,
+    Visitor, VisitorMut,
+};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
+use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+/// Name of the marker function that carries an ASOF/LT JOIN's parameters.
+pub const ASOF_MARKER: &str = "__tsjoin_asof";
+
+/// Words that end a join's relation or its ON clause.
+const CLAUSE_END: &[&str] = &[
+    "WHERE",
+    "GROUP",
+    "ORDER",
+    "LIMIT",
+    "HAVING",
+    "QUALIFY",
+    "UNION",
+    "EXCEPT",
+    "INTERSECT",
+    "JOIN",
+    "INNER",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "CROSS",
+    "NATURAL",
+    "OUTER",
+    "SAMPLE",
+    "OFFSET",
+    "FETCH",
+    "WINDOW",
+    "ASOF",
+    "SPLICE",
+    "HORIZON",
+    "RANGE",
+    "LIST",
+];
+
+fn is_join_word(tokens: &[TokenWithSpan], i: usize, word: &str) -> bool {
+    word_is(&tokens[i].token, word) && {
+        let n = skip_ws(tokens, i + 1);
+        n < tokens.len() && word_is(&tokens[n].token, "JOIN")
+    }
+}
+
+/// Index of the first token at or after `i`, at parenthesis depth 0, that
+/// is one of `words`, a clause end, `)` closing an outer level, `;` or the
+/// end; and whether it is one of `words`.
+fn find(tokens: &[TokenWithSpan], i: usize, words: &[&str]) -> (usize, bool) {
+    let mut depth = 0i32;
+    let mut j = i;
+    while j < tokens.len() {
+        let t = &tokens[j].token;
+        match t {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth < 0 {
+                    return (j, false);
+                }
+            }
+            Token::SemiColon if depth == 0 => return (j, false),
+            _ if depth == 0 => {
+                if words.iter().any(|w| word_is(t, w)) {
+                    return (j, true);
+                }
+                if CLAUSE_END.iter().any(|w| word_is(t, w))
+                    || is_join_word(tokens, j, "LT")
+                {
+                    return (j, false);
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    (j, false)
+}
+
+/// Rewrites every QuestDB-style `ASOF JOIN` / `LT JOIN` (see the module docs).
+pub fn rewrite_asof_joins(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
+    let mut out = Vec::with_capacity(tokens.len() + 16);
+    let mut i = 0;
+    while i < tokens.len() {
+        let kind = if is_join_word(&tokens, i, "ASOF") {
+            Some("asof")
+        } else if is_join_word(&tokens, i, "LT") {
+            Some("lt")
+        } else {
+            None
+        };
+        if is_join_word(&tokens, i, "SPLICE") {
+            return Err(error_at(
+                tokens[i].span,
+                "SPLICE JOIN is not supported; use ASOF JOIN (or a FULL JOIN of two ASOF JOINs)",
+            ));
+        }
+        let Some(kind) = kind else {
+            out.push(tokens[i].clone());
+            i += 1;
+            continue;
+        };
+        i = rewrite_one(&tokens, i, kind, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn rewrite_one(
+    tokens: &[TokenWithSpan],
+    at: usize,
+    kind: &str,
+    out: &mut Vec<TokenWithSpan>,
+) -> Result<usize> {
+    let span = tokens[at].span;
+    let rel = skip_ws(tokens, at + 1) + 1; // after JOIN
+    let (rel_end, found) = find(tokens, rel, &["ON", "TOLERANCE", "MATCH_CONDITION"]);
+    if skip_ws(tokens, rel) >= rel_end {
+        return Err(error_at(
+            span,
+            format!("table expected after {} JOIN", kind.to_uppercase()),
+        ));
+    }
+    if found && word_is(&tokens[rel_end].token, "MATCH_CONDITION") {
+        if kind == "lt" {
+            return Err(error_at(
+                span,
+                "LT JOIN takes no MATCH_CONDITION; use ASOF JOIN",
+            ));
+        }
+        // Snowflake's form: sqlparser parses it as it is.
+        out.extend_from_slice(&tokens[at..rel_end]);
+        return Ok(rel_end);
+    }
+    let (on, tol_at) = if found && word_is(&tokens[rel_end].token, "ON") {
+        let (end, found) = find(tokens, rel_end + 1, &["TOLERANCE"]);
+        (Some(&tokens[rel_end + 1..end]), found.then_some(end))
+    } else if found {
+        (None, Some(rel_end))
+    } else {
+        (None, None)
+    };
+    let (tolerance, next) = match tol_at {
+        Some(t) => {
+            let (tol, next) = parse_tolerance(tokens, t)?;
+            (Some(tol), next)
+        }
+        None => (None, on.map_or(rel_end, |o| rel_end + 1 + o.len())),
+    };
+    let tok = |t: Token| TokenWithSpan::new(t, span);
+    let ws = || tok(Token::Whitespace(Whitespace::Space));
+    let s = |v: &str| tok(Token::SingleQuotedString(v.to_string()));
+    out.extend([
+        tok(Token::make_keyword("ASOF")),
+        ws(),
+        tok(Token::make_keyword("JOIN")),
+        ws(),
+    ]);
+    out.extend_from_slice(&tokens[rel..rel_end]);
+    out.extend([
+        ws(),
+        tok(Token::make_keyword("MATCH_CONDITION")),
+        tok(Token::LParen),
+        tok(Token::make_word(ASOF_MARKER, None)),
+        tok(Token::LParen),
+        s(kind),
+        tok(Token::Comma),
+    ]);
+    match tolerance {
+        Some(t) => out.extend([
+            tok(Token::Number(t.value.to_string(), false)),
+            tok(Token::Comma),
+            s(t.unit.as_str()),
+        ]),
+        None => out.extend([
+            tok(Token::make_keyword("NULL")),
+            tok(Token::Comma),
+            tok(Token::make_keyword("NULL")),
+        ]),
+    }
+    out.extend([tok(Token::RParen), tok(Token::RParen), ws()]);
+    if let Some(on) = on {
+        out.push(tok(Token::make_keyword("ON")));
+        out.extend_from_slice(on);
+        out.push(ws());
+    }
+    Ok(next)
+}
+
+/// Parses `TOLERANCE <n><unit>` at `at`; returns it and the index after.
+fn parse_tolerance(tokens: &[TokenWithSpan], at: usize) -> Result<(Tolerance, usize)> {
+    let mut i = skip_ws(tokens, at + 1);
+    let Some(first) = tokens.get(i) else {
+        return Err(error_at(tokens[at].span, "TOLERANCE value expected"));
+    };
+    let negative = matches!(first.token, Token::Minus);
+    if negative {
+        i = skip_ws(tokens, i + 1);
+    }
+    let (digits, mut unit, span) = match tokens.get(i).map(|t| (&t.token, t.span)) {
+        Some((Token::Number(n, _), span)) => {
+            let d: String = n.chars().take_while(|c| c.is_ascii_digit()).collect();
+            (d.clone(), n[d.len()..].to_string(), span)
+        }
+        Some((Token::SingleQuotedString(v), span)) => {
+            let d: String = v.chars().take_while(|c| c.is_ascii_digit()).collect();
+            (d.clone(), v[d.len()..].to_string(), span)
+        }
+        _ => {
+            return Err(error_at(
+                tokens.get(i).map_or(tokens[at].span, |t| t.span),
+                "TOLERANCE value expected, such as TOLERANCE 2s",
+            ));
+        }
+    };
+    i += 1;
+    // `2s` tokenises as the number 2 and the word s.
+    if unit.is_empty()
+        && let Some(Token::Word(w)) = tokens.get(i).map(|t| &t.token)
+        && w.quote_style.is_none()
+        && !CLAUSE_END.iter().any(|k| w.value.eq_ignore_ascii_case(k))
+    {
+        unit = w.value.clone();
+        i += 1;
+    }
+    let value: i64 = digits
+        .parse()
+        .map_err(|_| error_at(span, "TOLERANCE value expected, such as TOLERANCE 2s"))?;
+    if negative && value != 0 {
+        return Err(error_at(span, "ASOF JOIN TOLERANCE must be positive"));
+    }
+    if value == 0 {
+        return Err(error_at(span, "zero is not a valid tolerance value"));
+    }
+    let unit = ToleranceUnit::parse(&unit).ok_or_else(|| {
+        error_at(span, format!("unsupported TOLERANCE unit [unit={unit}]"))
+    })?;
+    Ok((Tolerance { value, unit }, i))
+}
+
+/// True for an ASOF join of any spelling (not a rewritten WINDOW JOIN).
+fn is_asof(join: &Join) -> bool {
+    match &join.join_operator {
+        JoinOperator::AsOf {
+            match_condition, ..
+        } => !matches!(match_condition, ast::Expr::Function(f)
+            if f.name.to_string().eq_ignore_ascii_case(WINDOW_MARKER)),
+        _ => false,
+    }
+}
+
+fn table_key(name: &ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => norm(i),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// The AST pass for ASOF joins (see the module docs), run before the
+/// WINDOW JOIN pass.
+pub async fn prepare_asof(ctx: &SessionContext, stmt: &mut Statement) -> Result<()> {
+    // Column names of the tables `SELECT *` may need.
+    struct Tables(Vec<ObjectName>);
+    impl Visitor for Tables {
+        type Break = ();
+        fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<()> {
+            let wildcard = select
+                .projection
+                .iter()
+                .any(|i| matches!(i, SelectItem::Wildcard(_)));
+            for twj in &select.from {
+                if wildcard && twj.joins.iter().any(is_asof) {
+                    let rels = std::iter::once(&twj.relation)
+                        .chain(twj.joins.iter().map(|j| &j.relation));
+                    for r in rels {
+                        if let TableFactor::Table { name, .. } = r {
+                            self.0.push(name.clone());
+                        }
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut tables = Tables(vec![]);
+    let _ = Visit::visit(&*stmt, &mut tables);
+    let mut columns: HashMap<String, Vec<String>> = HashMap::new();
+    for name in tables.0 {
+        let key = table_key(&name);
+        if let Ok(p) = ctx.table_provider(key.as_str()).await {
+            columns.insert(
+                key,
+                p.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect(),
+            );
+        }
+    }
+    struct Pass<'a>(&'a HashMap<String, Vec<String>>);
+    impl VisitorMut for Pass<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+            visit_set_expr(&mut q.body, self.0);
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = stmt.visit(&mut Pass(&columns));
+    Ok(())
+}
+
+fn visit_set_expr(body: &mut SetExpr, columns: &HashMap<String, Vec<String>>) {
+    match body {
+        SetExpr::Select(s) => {
+            if s.from.iter().any(|t| t.joins.iter().any(is_asof)) {
+                expand_wildcard(s, columns);
+                for twj in s.from.iter_mut() {
+                    nest_asof_joins(twj);
+                }
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            visit_set_expr(left, columns);
+            visit_set_expr(right, columns);
+        }
+        _ => {}
+    }
+}
+
+/// Output column names of a relation, when they can be told from the AST.
+fn relation_columns(
+    r: &TableFactor,
+    columns: &HashMap<String, Vec<String>>,
+) -> Option<(Ident, Vec<String>)> {
+    match r {
+        TableFactor::Table { name, alias, .. } => {
+            let cols = columns.get(&table_key(name))?.clone();
+            let q = match alias {
+                Some(a) => a.name.clone(),
+                None => match name.0.last()? {
+                    ObjectNamePart::Identifier(i) => i.clone(),
+                    _ => return None,
+                },
+            };
+            Some((q, cols))
+        }
+        TableFactor::Derived {
+            subquery,
+            alias: Some(a),
+            ..
+        } => {
+            let SetExpr::Select(s) = subquery.body.as_ref() else {
+                return None;
+            };
+            let cols = s
+                .projection
+                .iter()
+                .map(|i| match i {
+                    SelectItem::UnnamedExpr(ast::Expr::Identifier(id)) => Some(norm(id)),
+                    SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(p)) => {
+                        p.last().map(norm)
+                    }
+                    SelectItem::ExprWithAlias { alias, .. } => Some(norm(alias)),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some((a.name.clone(), cols))
+        }
+        _ => None,
+    }
+}
+
+/// `SELECT *` over ASOF joins lists every relation's columns, naming a
+/// column whose name an earlier relation already used `name1` (`name2`,
+/// ... if that is taken too), as QuestDB does. Left as `*` when some
+/// relation's columns are not known from the AST and catalog.
+fn expand_wildcard(select: &mut Select, columns: &HashMap<String, Vec<String>>) {
+    if !select
+        .projection
+        .iter()
+        .any(|i| matches!(i, SelectItem::Wildcard(_)))
+    {
+        return;
+    }
+    let mut rels = vec![];
+    for twj in &select.from {
+        for r in
+            std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation))
+        {
+            match relation_columns(r, columns) {
+                Some(rc) => rels.push(rc),
+                None => return,
+            }
+        }
+    }
+    let mut used: HashSet<String> = HashSet::new();
+    let mut items = vec![];
+    for (q, cols) in rels {
+        for c in cols {
+            let expr = ast::Expr::CompoundIdentifier(vec![
+                q.clone(),
+                Ident::with_quote('"', &c),
+            ]);
+            if used.insert(c.clone()) {
+                items.push(SelectItem::UnnamedExpr(expr));
+            } else {
+                let mut k = 1;
+                while used.contains(&format!("{c}{k}")) {
+                    k += 1;
+                }
+                let alias = format!("{c}{k}");
+                used.insert(alias.clone());
+                items.push(SelectItem::ExprWithAlias {
+                    expr,
+                    alias: Ident::with_quote('"', alias),
+                });
+            }
+        }
+    }
+    let mut out = vec![];
+    for item in select.projection.drain(..) {
+        match item {
+            SelectItem::Wildcard(_) => out.extend(items.iter().cloned()),
+            other => out.push(other),
+        }
+    }
+    select.projection = out;
+}
+
+/// `a JOIN b ASOF JOIN p ASOF JOIN q` becomes `(((a JOIN b) ASOF JOIN p)
+/// ASOF JOIN q)`: each ASOF join is the only join of a `NestedJoin`.
+fn nest_asof_joins(twj: &mut TableWithJoins) {
+    if !twj.joins.iter().any(is_asof) {
+        return;
+    }
+    let placeholder = TableFactor::Table {
+        name: ObjectName::from(vec![Ident::new("__tsjoin_placeholder")]),
+        alias: None,
+        args: None,
+        with_hints: vec![],
+        version: None,
+        with_ordinality: false,
+        partitions: vec![],
+        json_path: None,
+        sample: None,
+        index_hints: vec![],
+    };
+    let nested = |relation, joins| TableFactor::NestedJoin {
+        table_with_joins: Box::new(TableWithJoins { relation, joins }),
+        alias: None,
+    };
+    let mut current = std::mem::replace(&mut twj.relation, placeholder);
+    let mut pending: Vec<Join> = vec![];
+    for j in twj.joins.drain(..) {
+        if is_asof(&j) {
+            if !pending.is_empty() {
+                current = nested(current, std::mem::take(&mut pending));
+            }
+            current = nested(current, vec![j]);
+        } else {
+            pending.push(j);
+        }
+    }
+    twj.relation = current;
+    twj.joins = pending;
+}
+
+/// Plans `NestedJoin(left ASOF JOIN right)` table factors into
+/// [`AsofJoinNode`]s; leaves every other relation to the next planner.
+#[derive(Debug)]
+pub struct AsofJoinRelationPlanner {
+    inner: WindowJoinRelationPlanner,
+}
+
+impl AsofJoinRelationPlanner {
+    /// A planner that finds designated timestamps in `timestamps`.
+    pub fn new(timestamps: Arc<TimestampRegistry>) -> Self {
+        Self {
+            inner: WindowJoinRelationPlanner::new(timestamps),
+        }
+    }
+}
+
+impl RelationPlanner for AsofJoinRelationPlanner {
+    fn plan_relation(
+        &self,
+        relation: TableFactor,
+        ctx: &mut dyn RelationPlannerContext,
+    ) -> Result<RelationPlanning> {
+        let ours = matches!(&relation, TableFactor::NestedJoin { table_with_joins, .. }
+            if table_with_joins.joins.len() == 1 && is_asof(&table_with_joins.joins[0]));
+        if !ours {
+            return Ok(RelationPlanning::Original(Box::new(relation)));
+        }
+        let TableFactor::NestedJoin {
+            table_with_joins,
+            alias,
+        } = relation
+        else {
+            unreachable!()
+        };
+        let twj = *table_with_joins;
+        let join = twj.joins.into_iter().next().unwrap();
+        let JoinOperator::AsOf {
+            match_condition,
+            constraint,
+        } = join.join_operator
+        else {
+            unreachable!()
+        };
+        let left = ctx.plan(twj.relation)?;
+        let right = ctx.plan(join.relation)?;
+        let node = self.plan_asof(ctx, left, right, match_condition, constraint)?;
+        let plan = LogicalPlan::Extension(Extension {
+            node: Arc::new(node),
+        });
+        Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
+            plan, alias,
+        ))))
+    }
+}
+
+fn string_arg(e: &ast::Expr) -> Option<String> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => Some(s.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `left op right` as a time match (`left` a left-only expression, `right`
+/// right-only), if `e` is one.
+fn time_match(e: &Expr, ls: &DFSchema, rs: &DFSchema) -> Option<(Expr, Expr, AsofMatch)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        return None;
+    };
+    let flip = match (side_of(left, ls, rs), side_of(right, ls, rs)) {
+        (Side::Left, Side::Right) => false,
+        (Side::Right, Side::Left) => true,
+        _ => return None,
+    };
+    // Normalised to `left op right`.
+    let op = if flip { op.swap()? } else { *op };
+    let (l, r) = if flip {
+        ((**right).clone(), (**left).clone())
+    } else {
+        ((**left).clone(), (**right).clone())
+    };
+    let (direction, strict) = match op {
+        Operator::GtEq => (AsofDirection::Backward, false),
+        Operator::Gt => (AsofDirection::Backward, true),
+        Operator::LtEq => (AsofDirection::Forward, false),
+        Operator::Lt => (AsofDirection::Forward, true),
+        _ => return None,
+    };
+    Some((l, r, AsofMatch { direction, strict }))
+}
+
+/// The column an expression names, through casts.
+fn column_of(e: &Expr) -> Option<&datafusion::common::Column> {
+    match e {
+        Expr::Column(c) => Some(c),
+        Expr::Cast(c) => column_of(&c.expr),
+        Expr::TryCast(c) => column_of(&c.expr),
+        _ => None,
+    }
+}
+
+impl AsofJoinRelationPlanner {
+    fn plan_asof(
+        &self,
+        ctx: &mut dyn RelationPlannerContext,
+        left: LogicalPlan,
+        mut right: LogicalPlan,
+        match_condition: ast::Expr,
+        constraint: ast::JoinConstraint,
+    ) -> Result<AsofJoinNode> {
+        let (ls, rs) = (Arc::clone(left.schema()), Arc::clone(right.schema()));
+        let joined = ls.join(&rs)?;
+        // QuestDB's spelling carries a marker; Snowflake's a condition.
+        let (kind, tolerance, condition) = match &match_condition {
+            ast::Expr::Function(f)
+                if f.name.to_string().eq_ignore_ascii_case(ASOF_MARKER) =>
+            {
+                let args = super::ast::call_args(f);
+                let kind = args.first().and_then(|a| string_arg(a));
+                let tolerance =
+                    match (args.get(1), args.get(2).and_then(|a| string_arg(a))) {
+                        (Some(ast::Expr::Value(v)), Some(unit)) => match &v.value {
+                            Value::Number(n, _) => Some(Tolerance {
+                                value: n.parse().map_err(|_| {
+                                    plan_datafusion_err!("malformed ASOF JOIN marker")
+                                })?,
+                                unit: ToleranceUnit::parse(&unit).ok_or_else(|| {
+                                    plan_datafusion_err!("malformed ASOF JOIN marker")
+                                })?,
+                            }),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                (
+                    kind.ok_or_else(|| {
+                        plan_datafusion_err!("malformed ASOF JOIN marker")
+                    })?,
+                    tolerance,
+                    None,
+                )
+            }
+            other => (
+                "match_condition".to_string(),
+                None,
+                Some(ctx.sql_to_expr(other.clone(), &joined)?),
+            ),
+        };
+        let (keys, rest) = self
+            .inner
+            .plan_on(ctx, constraint, &ls, &rs, &joined)
+            .map_err(|e| {
+                // QuestDB's wording for keys that cannot be compared.
+                if e.to_string().contains("Cannot infer common argument type") {
+                    plan_datafusion_err!("join column type mismatch: {e}")
+                } else {
+                    e
+                }
+            })?;
+        let mut rest: Vec<Expr> = rest.map_or(vec![], |r| {
+            split_conjunction(&r).into_iter().cloned().collect()
+        });
+
+        // The time match: MATCH_CONDITION, else one inequality in ON
+        // (DuckDB), else the designated timestamps.
+        let mut explicit = None;
+        if let Some(c) = &condition {
+            explicit = Some(time_match(c, &ls, &rs).ok_or_else(|| {
+                plan_datafusion_err!(
+                    "MATCH_CONDITION must compare a left and a right time with >=, >, <= or <: {c}"
+                )
+            })?);
+        } else if kind == "asof" {
+            let found: Vec<usize> = rest
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    // Only a comparison of two times is the match (DuckDB).
+                    time_match(c, &ls, &rs).is_some_and(|(l, r, _)| {
+                        let is_ts = |e: &Expr, s: &DFSchema| {
+                            e.get_type(s).is_ok_and(|t| {
+                                matches!(
+                                    t,
+                                    datafusion::arrow::datatypes::DataType::Timestamp(..)
+                                )
+                            })
+                        };
+                        is_ts(&l, &ls) && is_ts(&r, &rs)
+                    })
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if found.len() > 1 {
+                return plan_err!(
+                    "ASOF JOIN ON takes at most one inequality between the two sides"
+                );
+            }
+            if let Some(&i) = found.first() {
+                explicit = time_match(&rest.remove(i), &ls, &rs);
+            }
+        }
+        let (left_ts, right_ts, matching) = match explicit {
+            Some((l, r, m)) => {
+                for (e, s) in [(&l, &ls), (&r, &rs)] {
+                    timestamp_unit(&e.to_string(), &e.get_type(s)?).map_err(|_| {
+                        plan_datafusion_err!(
+                            "ASOF JOIN compares times: {e} is {}, not a timestamp",
+                            e.get_type(s).map_or("?".to_string(), |t| t.to_string())
+                        )
+                    })?;
+                }
+                (l, r, m)
+            }
+            None => {
+                let matching = if kind == "lt" {
+                    AsofMatch::LT
+                } else {
+                    AsofMatch::ASOF
+                };
+                (
+                    self.inner.designated_timestamp(&left, "left")?,
+                    self.inner.designated_timestamp(&right, "right")?,
+                    matching,
+                )
+            }
+        };
+        for (l, r) in &keys {
+            let same = |k: &Expr, ts: &Expr| matches!((column_of(k), column_of(ts)), (Some(a), Some(b)) if a == b);
+            if same(l, &left_ts) || same(r, &right_ts) {
+                return plan_err!(
+                    "ASOF/LT JOIN cannot use designated timestamp as a join key"
+                );
+            }
+        }
+        let (mut left_only, mut right_only) = (vec![], vec![]);
+        for c in rest {
+            match side_of(&c, &ls, &rs) {
+                Side::None | Side::Left => left_only.push(c),
+                Side::Right => right_only.push(c),
+                Side::Both => {
+                    return plan_err!(
+                        "ASOF JOIN ON supports equality keys, one time inequality and conditions on one side; {c} reads both sides"
+                    );
+                }
+            }
+        }
+        // Right-only conditions choose which right rows exist at all.
+        if let Some(f) = conjunction(right_only) {
+            right = LogicalPlanBuilder::from(right).filter(f)?.build()?;
+        }
+        AsofJoinNode::try_new(
+            Arc::new(left),
+            Arc::new(right),
+            AsofJoinClause {
+                on: keys,
+                filter: conjunction(left_only),
+                left_ts,
+                right_ts,
+                matching,
+                tolerance,
+            },
+        )
+    }
+}

@@ -1,0 +1,129 @@
+//! [`MergeCursor`]: the streaming merge of a time-ordered run of left rows
+//! with a [`Timeline`], keeping per key group only its latest row.
+
+use super::timeline::Timeline;
+
+/// No row of the group so far.
+const NONE: u32 = u32::MAX;
+/// The warm-up gave up before finding the group: ask the per-key index.
+const UNKNOWN: u32 = u32::MAX - 1;
+
+/// Most `seq` entries a warm-up reads back per key group (plus a constant)
+/// before leaving the groups it has not met to the per-key index: a key
+/// that traded once at the start of the day must not make every task scan
+/// the whole right side.
+const WARM_UP_PER_GROUP: usize = 64;
+
+/// What a backward lookup found for one left row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The right row and its time.
+    Row(u32, i64),
+    /// No qualifying right row.
+    Nothing,
+    /// Not known to the merge: look the group up in the per-key index.
+    AskIndex,
+}
+
+/// Backward merge state over a [`Timeline`]: the position reached in time
+/// order and, per key group, the last `seq` entry passed (so a lookup is
+/// one array read). Left times must not decrease between calls to
+/// [`MergeCursor::advance`]; a task that starts in the middle of the left
+/// input begins with [`MergeCursor::start`], which binary-searches its
+/// right position and warms the per-key state from the rows just before.
+///
+/// ```ignore
+/// let mut c = MergeCursor::new(&timeline, strict);
+/// c.start(&timeline, first_left_time);
+/// c.advance(&timeline, t);
+/// let found = c.get(group);
+/// ```
+pub(crate) struct MergeCursor {
+    pos: usize,
+    last: Vec<u32>,
+    strict: bool,
+    /// Left time of the last advance (`None` before the start).
+    time: Option<i64>,
+}
+
+impl MergeCursor {
+    /// A cursor that has not started; `strict` for LT JOIN (`r.ts < l.ts`).
+    pub(crate) fn new(timeline: &Timeline, strict: bool) -> Self {
+        Self {
+            pos: 0,
+            last: vec![NONE; timeline.groups],
+            strict,
+            time: None,
+        }
+    }
+
+    /// Whether a run of left rows starting at time `t` can continue this merge.
+    pub(crate) fn accepts(&self, t: i64) -> bool {
+        self.time.is_none_or(|prev| t >= prev)
+    }
+
+    /// True once [`Self::start`] ran.
+    pub(crate) fn started(&self) -> bool {
+        self.time.is_some()
+    }
+
+    fn passes(&self, right: i64, left: i64) -> bool {
+        if self.strict {
+            right < left
+        } else {
+            right <= left
+        }
+    }
+
+    /// Positions the cursor for a first left time `t`: binary search, then a
+    /// bounded warm-up backwards that fills each group's latest row.
+    pub(crate) fn start(&mut self, tl: &Timeline, t: i64) {
+        let strict = self.strict;
+        self.pos = tl
+            .seq_ts
+            .partition_point(|&x| if strict { x < t } else { x <= t });
+        self.time = Some(t);
+        self.last.fill(NONE);
+        if self.pos == 0 {
+            return;
+        }
+        let budget = WARM_UP_PER_GROUP * tl.groups + 1024;
+        let mut missing = tl.groups;
+        let mut k = self.pos;
+        let stop = self.pos.saturating_sub(budget);
+        while k > stop && missing > 0 {
+            k -= 1;
+            let g = tl.seq_key[k] as usize;
+            if self.last[g] == NONE {
+                self.last[g] = k as u32;
+                missing -= 1;
+            }
+        }
+        if missing > 0 && k > 0 {
+            for l in self.last.iter_mut().filter(|l| **l == NONE) {
+                *l = UNKNOWN;
+            }
+        }
+    }
+
+    /// Moves the merge to left time `t` (not before the previous one).
+    #[inline]
+    pub(crate) fn advance(&mut self, tl: &Timeline, t: i64) {
+        debug_assert!(self.accepts(t));
+        while self.pos < tl.seq_ts.len() && self.passes(tl.seq_ts[self.pos], t) {
+            self.last[tl.seq_key[self.pos] as usize] = self.pos as u32;
+            self.pos += 1;
+        }
+        self.time = Some(t);
+    }
+
+    /// The latest right row of group `g` at the current time.
+    #[inline]
+    pub(crate) fn get(&self, tl: &Timeline, g: u32) -> Found {
+        match self.last[g as usize] {
+            NONE => Found::Nothing,
+            UNKNOWN => Found::AskIndex,
+            k => Found::Row(tl.seq[k as usize], tl.seq_ts[k as usize]),
+        }
+    }
+}

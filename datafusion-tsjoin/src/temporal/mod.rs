@@ -1,0 +1,21 @@
+//! The time-ordered engine shared by tsjoin's temporal joins (ASOF/LT JOIN
+//! today; HORIZON and the streaming WINDOW JOIN are meant to reuse it).
+//!
+//! ```text
+//! right input ──▶ Timeline (time.rs: ticks, sortedness; timeline.rs: time
+//!                 order, keys, lazy per-key index)
+//! left batch  ──▶ MergeCursor (cursor.rs): streaming merge over the
+//!                 timeline with per-key state and a warm-up, or the
+//!                 per-key index (binary search) when the left is unordered
+//! ```
+//!
+//! Time is compared in *common ticks*: the finer unit of the two sides
+//! ([`crate::window_join::TimeScale`]). A NULL time never matches.
+
+mod cursor;
+mod time;
+mod timeline;
+
+pub(crate) use cursor::{Found, MergeCursor};
+pub(crate) use time::{is_non_decreasing, ticks};
+pub(crate) use timeline::{Timeline, TimelineBuild, key_arrays};
