@@ -58,6 +58,8 @@ use std::sync::Arc;
 pub const WINDOW_JOIN_TAG: u8 = 0xB1;
 /// First byte of an encoded [`InlineAggregateExec`].
 pub const INLINE_AGGREGATE_TAG: u8 = 0xB2;
+/// First byte of an encoded ASOF JOIN node (logical or physical).
+pub const ASOF_JOIN_TAG: u8 = 0xB3;
 
 /// [`InlineAggregateExec`] in proto form.
 #[derive(Clone, PartialEq, Message)]
@@ -216,6 +218,12 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         inputs: &[LogicalPlan],
         ctx: &TaskContext,
     ) -> Result<Extension> {
+        if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
+            let node = crate::asof_join::proto::decode_node(rest, inputs, ctx, self)?;
+            return Ok(Extension {
+                node: Arc::new(node),
+            });
+        }
         let msg = WindowJoinNodeProto::decode(tagged(buf)?)
             .map_err(|e| internal_datafusion_err!("{}", e))?;
         let exprs = msg
@@ -240,6 +248,14 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
     }
 
     fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        if let Some(n) = node
+            .node
+            .as_any()
+            .downcast_ref::<crate::asof_join::AsofJoinNode>()
+        {
+            buf.push(ASOF_JOIN_TAG);
+            return crate::asof_join::proto::encode_node(n, self, buf);
+        }
         let Some(n) = node.node.as_any().downcast_ref::<WindowJoinNode>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.node.name());
         };
@@ -431,6 +447,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&INLINE_AGGREGATE_TAG, rest)) = buf.split_first() {
             return self.decode_inline_aggregate(rest, inputs, ctx);
         }
+        if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
+            return crate::asof_join::proto::decode_exec(rest, inputs, ctx, self);
+        }
         let msg = WindowJoinExecProto::decode(tagged(buf)?)
             .map_err(|e| internal_datafusion_err!("{}", e))?;
         let [left, right] = inputs else {
@@ -558,6 +577,10 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
     ) -> Result<()> {
         if let Some(exec) = node.downcast_ref::<InlineAggregateExec>() {
             return self.encode_inline_aggregate(exec, buf);
+        }
+        if let Some(exec) = node.downcast_ref::<crate::asof_join::AsofJoinExec>() {
+            buf.push(ASOF_JOIN_TAG);
+            return crate::asof_join::proto::encode_exec(exec, self, buf);
         }
         let Some(exec) = node.downcast_ref::<WindowJoinExec>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.name());

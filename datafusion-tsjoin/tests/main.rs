@@ -1,5 +1,6 @@
 //! All integration tests in one binary (each test binary links DataFusion).
 
+mod asof;
 mod codec;
 mod dictionary_scan;
 mod differential;

@@ -19,6 +19,7 @@ mod exec;
 mod logical;
 mod metrics;
 mod planner;
+pub(crate) mod proto;
 mod spec;
 mod stream;
 

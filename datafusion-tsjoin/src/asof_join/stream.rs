@@ -233,8 +233,8 @@ impl Joiner {
             {
                 self.cursor.start(tl, t);
             }
-            for i in 0..n {
-                let Some(t) = lt[i] else {
+            for (i, &t) in lt.iter().enumerate() {
+                let Some(t) = t else {
                     rows.push(None);
                     continue;
                 };

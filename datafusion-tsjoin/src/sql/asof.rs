@@ -350,12 +350,10 @@ pub async fn prepare_asof(ctx: &SessionContext, stmt: &mut Statement) -> Result<
 
 fn visit_set_expr(body: &mut SetExpr, columns: &HashMap<String, Vec<String>>) {
     match body {
-        SetExpr::Select(s) => {
-            if s.from.iter().any(|t| t.joins.iter().any(is_asof)) {
-                expand_wildcard(s, columns);
-                for twj in s.from.iter_mut() {
-                    nest_asof_joins(twj);
-                }
+        SetExpr::Select(s) if s.from.iter().any(|t| t.joins.iter().any(is_asof)) => {
+            expand_wildcard(s, columns);
+            for twj in s.from.iter_mut() {
+                nest_asof_joins(twj);
             }
         }
         SetExpr::SetOperation { left, right, .. } => {

@@ -1,0 +1,389 @@
+//! ASOF / LT JOIN: a differential test against a nested-loop reference on
+//! random data, EXPLAIN, `SELECT *` names, the proto round trip and the
+//! memory limit.
+
+use crate::support::{
+    case_count, cells, context, explained_plan, physical_plan, query_rows,
+};
+use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampMicrosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::datasource::MemTable;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::{collect, displayable};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_tsjoin::TsJoinContextExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+
+/// One row: id, time (µs), key, all but id nullable.
+type Row = (i64, Option<i64>, Option<i64>);
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        Field::new("k", DataType::Int64, true),
+    ]))
+}
+
+fn batch(rows: &[Row]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(TimestampMicrosecondArray::from_iter(
+                rows.iter().map(|r| r.1),
+            )),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.2))),
+        ],
+    )
+    .unwrap()
+}
+
+/// Contiguous partitions of small random batches (input order is the rows'
+/// order, partition after partition).
+fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> {
+    let mut out = vec![vec![]; parts];
+    let mut start = 0;
+    for (p, part) in out.iter_mut().enumerate() {
+        let end = if p + 1 == parts {
+            rows.len()
+        } else {
+            rng.random_range(start..=rows.len())
+        };
+        let mut s = start;
+        while s < end {
+            let e = (s + rng.random_range(1..=9)).min(end);
+            part.push(batch(&rows[s..e]));
+            s = e;
+        }
+        start = end;
+    }
+    out
+}
+
+fn random_rows(
+    rng: &mut StdRng,
+    n: usize,
+    span: i64,
+    keys: i64,
+    sorted: bool,
+) -> Vec<Row> {
+    let mut rows: Vec<Row> = (0..n as i64)
+        .map(|id| {
+            let ts = (!rng.random_bool(0.05)).then(|| rng.random_range(0..span));
+            // Skewed: key 0 is common.
+            let k = if rng.random_bool(0.08) {
+                None
+            } else if rng.random_bool(0.4) {
+                Some(0)
+            } else {
+                Some(rng.random_range(0..keys))
+            };
+            (id, ts, k)
+        })
+        .collect();
+    if sorted {
+        rows.sort_by_key(|r| r.1.unwrap_or(i64::MIN));
+    }
+    rows
+}
+
+/// The query's match: (direction forward, strict).
+const MATCHES: [(bool, bool); 4] =
+    [(false, false), (false, true), (true, false), (true, true)];
+
+fn reference(
+    left: &[Row],
+    right: &[Row],
+    keyed: bool,
+    (forward, strict): (bool, bool),
+    tol: Option<i64>,
+) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = left
+        .iter()
+        .map(|l| {
+            let mut best: Option<(i64, usize)> = None;
+            if let Some(t) = l.1 {
+                for (j, r) in right.iter().enumerate() {
+                    let Some(rt) = r.1 else { continue };
+                    if keyed && r.2 != l.2 {
+                        continue;
+                    }
+                    let ok = match (forward, strict) {
+                        (false, false) => rt <= t,
+                        (false, true) => rt < t,
+                        (true, false) => rt >= t,
+                        (true, true) => rt > t,
+                    };
+                    if !ok || tol.is_some_and(|tol| (rt - t).abs() > tol) {
+                        continue;
+                    }
+                    // Backward: the latest time, then the latest row;
+                    // forward: the earliest time, then the first row.
+                    let better = match best {
+                        None => true,
+                        Some((bt, _)) if forward => rt < bt,
+                        Some((bt, _)) => rt >= bt,
+                    };
+                    if better {
+                        best = Some((rt, j));
+                    }
+                }
+            }
+            let r = best.map_or("NULL".to_string(), |(_, j)| right[j].0.to_string());
+            vec![l.0.to_string(), r]
+        })
+        .collect();
+    out.sort_by_key(|r| r[0].parse::<i64>().unwrap());
+    out
+}
+
+async fn run_case(seed: u64) -> usize {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let big = seed % 50 == 7;
+    let (nl, nr) = if big {
+        (300, 4000)
+    } else {
+        (rng.random_range(0..40), rng.random_range(0..40))
+    };
+    let span = if big {
+        100_000
+    } else {
+        rng.random_range(1..60)
+    };
+    let keys = rng.random_range(1..6);
+    let sorted = rng.random_bool(0.7);
+    let left = random_rows(&mut rng, nl, span, keys, sorted);
+    let sorted = rng.random_bool(0.7);
+    let mut right = random_rows(&mut rng, nr, span, keys, sorted);
+    if big {
+        // A key seen only at the very start: partitions that start later
+        // must find it beyond their warm-up.
+        for r in right.iter_mut().take(5) {
+            r.2 = Some(99);
+        }
+        for r in right.iter_mut().skip(5).filter(|r| r.2 == Some(99)) {
+            r.2 = Some(1);
+        }
+    }
+    let ctx = context(rng.random_range(1..4));
+    let lp = rng.random_range(1..5);
+    let rp = rng.random_range(1..4);
+    let lt = MemTable::try_new(schema(), split(&mut rng, &left, lp)).unwrap();
+    let rt = MemTable::try_new(schema(), split(&mut rng, &right, rp)).unwrap();
+    ctx.register_table("l", Arc::new(lt)).unwrap();
+    ctx.register_table("r", Arc::new(rt)).unwrap();
+    let mut cases = 0;
+    for m in MATCHES {
+        let keyed = rng.random_bool(0.7);
+        let tol = rng
+            .random_bool(0.4)
+            .then(|| rng.random_range(1..=span.max(2)));
+        let tol_sql = tol.map_or(String::new(), |t| format!(" TOLERANCE {t}U"));
+        let sql = match m {
+            (false, strict) if rng.random_bool(0.5) || tol.is_some() => format!(
+                "SELECT l.id, r.id FROM l {} JOIN r {}{tol_sql} ORDER BY l.id",
+                if strict { "LT" } else { "ASOF" },
+                if keyed { "ON (k)" } else { "" }
+            ),
+            (forward, strict) => {
+                let op = match (forward, strict) {
+                    (false, false) => ">=",
+                    (false, true) => ">",
+                    (true, false) => "<=",
+                    (true, true) => "<",
+                };
+                format!(
+                    "SELECT l.id, r.id FROM l ASOF JOIN r MATCH_CONDITION(l.ts {op} r.ts){} ORDER BY l.id",
+                    if keyed { " ON l.k = r.k" } else { "" }
+                )
+            }
+        };
+        // MATCH_CONDITION takes no TOLERANCE: the reference must not either.
+        let tol = if sql.contains("TOLERANCE") { tol } else { None };
+        let got = query_rows(&ctx, &sql).await;
+        let want = reference(&left, &right, keyed, m, tol);
+        assert_eq!(got, want, "seed {seed}: {sql}");
+        cases += 1;
+    }
+    cases
+}
+
+/// Thousands of random cases (TSJOIN_ASOF_CASES data sets, four queries
+/// each): NULL keys and times, duplicate times, empty sides, skewed keys,
+/// tolerances, 1..4 partitions, batches of 1..9 rows, sorted and unsorted
+/// inputs, all four directions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asof_join_matches_reference() {
+    let n = case_count("TSJOIN_ASOF_CASES", 400);
+    let mut cases = 0;
+    for seed in 0..n {
+        cases += run_case(seed).await;
+    }
+    assert!(cases >= 4 * n as usize);
+}
+
+async fn tables(ctx: &SessionContext) {
+    ctx.tsjoin_sql(
+        "CREATE TABLE t (ts TIMESTAMP, sym VARCHAR, price DOUBLE) AS VALUES
+          ('2024-01-01T00:01:00', 'A', 10.0), ('2024-01-01T00:02:00', 'B', 20.0);
+         CREATE TABLE p (ts TIMESTAMP, sym VARCHAR, bid DOUBLE) AS VALUES
+          ('2024-01-01T00:00:00', 'A', 1.0), ('2024-01-01T00:01:30', 'B', 3.0)",
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn explain_shows_keys_direction_tolerance_and_path() {
+    let ctx = context(2);
+    tables(&ctx).await;
+    let text = explained_plan(
+        &ctx,
+        "SELECT t.ts, p.bid FROM t LT JOIN p ON (sym) TOLERANCE 5m",
+    )
+    .await;
+    for part in [
+        "AsofJoinExec: on=[(sym@1, sym@1)]",
+        "match=right < left",
+        "tolerance=5m",
+        "path=merge (left order",
+    ] {
+        assert!(text.contains(part), "missing {part} in\n{text}");
+    }
+    let text = explained_plan(
+        &ctx,
+        "SELECT t.ts, p.bid FROM t ASOF JOIN p MATCH_CONDITION(t.ts <= p.ts) ON t.sym = p.sym",
+    )
+    .await;
+    assert!(text.contains("match=right >= left"), "{text}");
+    assert!(text.contains("path=index"), "{text}");
+}
+
+#[tokio::test]
+async fn select_star_renames_duplicated_right_columns() {
+    let ctx = context(1);
+    tables(&ctx).await;
+    let df = ctx
+        .tsjoin_sql("SELECT * FROM t ASOF JOIN p ON (sym) ASOF JOIN p p2 ON (sym)")
+        .await
+        .unwrap();
+    let names: Vec<String> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ts", "sym", "price", "ts1", "sym1", "bid", "ts2", "sym2", "bid1"
+        ]
+    );
+    let rows = cells(&df.collect().await.unwrap());
+    assert_eq!(rows[1][5], "3");
+}
+
+#[tokio::test]
+async fn plans_round_trip_through_proto() {
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec,
+        logical_plan_to_bytes_with_extension_codec,
+        physical_plan_from_bytes_with_extension_codec,
+        physical_plan_to_bytes_with_extension_codec,
+    };
+    use datafusion_tsjoin::codec::{TsJoinLogicalCodec, TsJoinPhysicalCodec};
+    let ctx = context(2);
+    tables(&ctx).await;
+    // Parquet tables: the logical codec cannot carry in-memory tables.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["t", "p"] {
+        let path = dir.path().join(format!("{name}.parquet"));
+        let path = path.display();
+        ctx.tsjoin_sql(&format!(
+            "COPY {name} TO '{path}'; \
+             CREATE EXTERNAL TABLE {name}q STORED AS PARQUET LOCATION '{path}'"
+        ))
+        .await
+        .unwrap();
+    }
+    let sql = "SELECT t.price, p.bid FROM tq t ASOF JOIN pq p ON t.sym = p.sym AND t.price > 5 \
+               TOLERANCE 2m ORDER BY t.price";
+    let want = query_rows(&ctx, sql).await;
+    assert_eq!(want, [["10", "1"], ["20", "3"]]);
+    let logical = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .into_optimized_plan()
+        .unwrap();
+    let bytes = logical_plan_to_bytes_with_extension_codec(&logical, &TsJoinLogicalCodec)
+        .unwrap();
+    let back = logical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &ctx.task_ctx(),
+        &TsJoinLogicalCodec,
+    )
+    .unwrap();
+    assert_eq!(
+        format!("{}", back.display_indent()),
+        format!("{}", logical.display_indent())
+    );
+    let plan = physical_plan(&ctx, sql).await;
+    let bytes = physical_plan_to_bytes_with_extension_codec(
+        Arc::clone(&plan),
+        &TsJoinPhysicalCodec,
+    )
+    .unwrap();
+    let back = physical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &ctx.task_ctx(),
+        &TsJoinPhysicalCodec,
+    )
+    .unwrap();
+    let shown = |p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
+        displayable(p.as_ref()).indent(true).to_string()
+    };
+    // The operator line survives unchanged (the scan's display may not).
+    let operator = |p| {
+        shown(p)
+            .lines()
+            .find(|l: &&str| l.contains("AsofJoinExec"))
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(operator(&back), operator(&plan));
+    assert!(shown(&back).contains("tolerance=2m"));
+    let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn over_the_memory_limit_is_a_clear_error() {
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(64 * 1024, 1.0)
+        .build_arc()
+        .unwrap();
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_config(SessionConfig::new())
+        .with_runtime_env(runtime)
+        .with_default_features();
+    use datafusion_tsjoin::TsJoinSessionStateBuilderExt;
+    let ctx = SessionContext::new_with_state(state.with_tsjoin().build());
+    ctx.tsjoin_sql(
+        "CREATE TABLE big AS SELECT to_timestamp_micros(value) AS ts, value % 7 AS k, \
+         value AS v FROM generate_series(1, 200000)",
+    )
+    .await
+    .unwrap();
+    let err = ctx
+        .tsjoin_sql("SELECT count(b.v) FROM big a ASOF JOIN big b ON (k)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("Resources exhausted"), "{err}");
+}
