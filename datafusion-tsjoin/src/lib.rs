@@ -28,6 +28,7 @@ mod kernels;
 pub mod offset_topk;
 mod session;
 pub mod sql;
+pub mod tail;
 pub mod window_join;
 
 pub use config::{TimestampRegistry, TsJoinOptions};

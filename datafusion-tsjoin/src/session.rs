@@ -58,6 +58,8 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
                 aggregates.push(f);
             }
         }
+        let scalars = self.scalar_functions().get_or_insert_with(Vec::new);
+        scalars.push(Arc::new(crate::sql::limit_marker()));
         self.relation_planners()
             .get_or_insert_with(Vec::new)
             .push(Arc::new(WindowJoinRelationPlanner::new(registry)));

@@ -237,9 +237,10 @@ impl QueryPlanner for TsJoinQueryPlanner {
         logical_plan: &LogicalPlan,
         session: &dyn Session,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let planner = DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(
-            WindowJoinPlanner,
-        )]);
+        let planner = DefaultPhysicalPlanner::with_extension_planners(vec![
+            Arc::new(WindowJoinPlanner),
+            Arc::new(crate::tail::TailPlanner),
+        ]);
         planner.create_physical_plan(logical_plan, session).await
     }
 }
