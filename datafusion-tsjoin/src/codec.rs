@@ -24,6 +24,7 @@
 //! ```
 
 use crate::inline_aggregate::{AggFn, InlineAgg, InlineAggregateExec};
+use crate::tail::{TailExec, TailNode, decode_range, encode_range};
 use crate::window_join::{
     AggInput, BoundUnit, Direction, ExprLayout, PhysicalBound, Prevailing, TimeScale,
     WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinNode, WindowJoinSettings,
@@ -58,6 +59,8 @@ use std::sync::Arc;
 pub const WINDOW_JOIN_TAG: u8 = 0xB1;
 /// First byte of an encoded [`InlineAggregateExec`].
 pub const INLINE_AGGREGATE_TAG: u8 = 0xB2;
+/// First byte of an encoded [`crate::tail::TailNode`] or [`TailExec`].
+pub const TAIL_TAG: u8 = 0xB3;
 
 /// [`InlineAggregateExec`] in proto form.
 #[derive(Clone, PartialEq, Message)]
@@ -216,6 +219,16 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         inputs: &[LogicalPlan],
         ctx: &TaskContext,
     ) -> Result<Extension> {
+        if let Some((&TAIL_TAG, rest)) = buf.split_first() {
+            let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
+            let [input] = inputs else {
+                return internal_err!("Tail needs one input");
+            };
+            let node = TailNode::new(input.clone(), range);
+            return Ok(Extension {
+                node: Arc::new(node),
+            });
+        }
         let msg = WindowJoinNodeProto::decode(tagged(buf)?)
             .map_err(|e| internal_datafusion_err!("{}", e))?;
         let exprs = msg
@@ -240,6 +253,11 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
     }
 
     fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        if let Some(n) = node.node.as_any().downcast_ref::<TailNode>() {
+            buf.push(TAIL_TAG);
+            encode_range(n.range(), buf);
+            return Ok(());
+        }
         let Some(n) = node.node.as_any().downcast_ref::<WindowJoinNode>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.node.name());
         };
@@ -431,6 +449,13 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&INLINE_AGGREGATE_TAG, rest)) = buf.split_first() {
             return self.decode_inline_aggregate(rest, inputs, ctx);
         }
+        if let Some((&TAIL_TAG, rest)) = buf.split_first() {
+            let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
+            let [input] = inputs else {
+                return internal_err!("TailExec needs one input");
+            };
+            return Ok(Arc::new(TailExec::new(Arc::clone(input), range)));
+        }
         let msg = WindowJoinExecProto::decode(tagged(buf)?)
             .map_err(|e| internal_datafusion_err!("{}", e))?;
         let [left, right] = inputs else {
@@ -558,6 +583,11 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
     ) -> Result<()> {
         if let Some(exec) = node.downcast_ref::<InlineAggregateExec>() {
             return self.encode_inline_aggregate(exec, buf);
+        }
+        if let Some(exec) = node.downcast_ref::<TailExec>() {
+            buf.push(TAIL_TAG);
+            encode_range(exec.range(), buf);
+            return Ok(());
         }
         let Some(exec) = node.downcast_ref::<WindowJoinExec>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.name());

@@ -312,20 +312,38 @@ pub fn plan_limits(
         let rows = resolve(&bounds)?;
         let input = Arc::unwrap_or_clone(Arc::clone(&limit.input));
         let plan = match rows {
-            LimitRows::Head { skip, fetch } => LogicalPlanBuilder::from(input)
-                .limit(skip as usize, Some(fetch as usize))?
-                .build()?,
-            LimitRows::Range(range) => match range {
-                TailRange {
-                    skip_first: 0,
-                    keep_last: Some(m),
-                    drop_last: n,
-                } => match reversed_tail(&input, m, n, registry)? {
+            // `LIMIT lo, hi` takes rows in the input's order too (a plain
+            // `LIMIT n` stays DataFusion's: rows as the scan yields them).
+            LimitRows::Head { skip, fetch } => {
+                let head = |x: LogicalPlan| {
+                    LogicalPlanBuilder::from(x)
+                        .limit(skip as usize, Some(fetch as usize))?
+                        .build()
+                };
+                let ordered = with_order(&input, registry, &|x, keys| {
+                    head(LogicalPlanBuilder::from(x).sort(keys)?.build()?)
+                })?;
+                match ordered {
                     Some(plan) => plan,
-                    None => tail_node(input, range),
-                },
-                _ => tail_node(input, range),
-            },
+                    None => head(input)?,
+                }
+            }
+            LimitRows::Range(range) => {
+                let ordered = match range {
+                    TailRange {
+                        skip_first: 0,
+                        keep_last: Some(m),
+                        drop_last: n,
+                    } => with_order(&input, registry, &|x, keys| {
+                        reverse_sort(x, keys, m, n)
+                    })?,
+                    _ => with_order(&input, registry, &|x, keys| {
+                        let sorted = LogicalPlanBuilder::from(x).sort(keys)?.build()?;
+                        Ok(tail_node(sorted, range))
+                    })?,
+                };
+                ordered.unwrap_or_else(|| tail_node(input, range))
+            }
         };
         Ok(Transformed::yes(plan))
     })
@@ -338,38 +356,41 @@ fn tail_node(input: LogicalPlan, range: TailRange) -> LogicalPlan {
     })
 }
 
-/// Rows `[size-m, size-n)` of `plan` when its order is known: sorted the
-/// other way, rows `[n, m)`, sorted back. Looks through projections and
-/// aliases (they keep rows and order) for an ORDER BY or a scan of a table
-/// with a designated timestamp (under filters).
-fn reversed_tail(
+/// `plan` with `build(input, keys)` in place of the part of it whose row
+/// order is known, if any: looks through projections and aliases (they keep
+/// rows and order) for an ORDER BY (`input` is what it sorts) or a scan of a
+/// table with a designated timestamp under filters (`input` is the filter).
+fn with_order(
     plan: &LogicalPlan,
-    m: u64,
-    n: u64,
     registry: &TimestampRegistry,
+    build: &dyn Fn(LogicalPlan, Vec<SortExpr>) -> Result<LogicalPlan>,
 ) -> Result<Option<LogicalPlan>> {
-    let keys = match plan {
+    match plan {
         LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) => {
-            let Some(input) = reversed_tail(plan.inputs()[0], m, n, registry)? else {
+            let Some(input) = with_order(plan.inputs()[0], registry, build)? else {
                 return Ok(None);
             };
-            return Ok(Some(plan.with_new_exprs(plan.expressions(), vec![input])?));
+            Ok(Some(plan.with_new_exprs(plan.expressions(), vec![input])?))
         }
         LogicalPlan::Sort(sort) if sort.fetch.is_none() => {
             let input = Arc::unwrap_or_clone(Arc::clone(&sort.input));
-            return reverse_sort(input, sort.expr.clone(), m, n).map(Some);
+            build(input, sort.expr.clone()).map(Some)
         }
         LogicalPlan::Filter(_) | LogicalPlan::TableScan(_) => {
             match designated_column(plan, registry) {
-                Some(ts) => vec![SortExpr::new(Expr::Column(ts), true, true)],
-                None => return Ok(None),
+                Some(ts) => {
+                    let keys = vec![SortExpr::new(Expr::Column(ts), true, true)];
+                    build(plan.clone(), keys).map(Some)
+                }
+                None => Ok(None),
             }
         }
-        _ => return Ok(None),
-    };
-    reverse_sort(plan.clone(), keys, m, n).map(Some)
+        _ => Ok(None),
+    }
 }
 
+/// Rows `[size-m, size-n)` of `input` ordered by `keys`: sorted the other
+/// way, rows `[n, m)`, sorted back (a TopK of `m` rows, then a small sort).
 fn reverse_sort(
     input: LogicalPlan,
     keys: Vec<SortExpr>,

@@ -71,3 +71,24 @@ impl std::fmt::Display for TailRange {
         write!(f, "rows [{start}, size-{})", self.drop_last)
     }
 }
+
+/// The bytes of a [`TailRange`] in tsjoin's codecs: three little-endian
+/// u64 (`skip_first`, `keep_last` or `u64::MAX` for none, `drop_last`).
+pub(crate) fn encode_range(r: TailRange, buf: &mut Vec<u8>) {
+    buf.extend_from_slice(&r.skip_first.to_le_bytes());
+    buf.extend_from_slice(&r.keep_last.unwrap_or(u64::MAX).to_le_bytes());
+    buf.extend_from_slice(&r.drop_last.to_le_bytes());
+}
+
+/// The [`TailRange`] [`encode_range`] wrote, if `buf` is one.
+pub(crate) fn decode_range(buf: &[u8]) -> Option<TailRange> {
+    if buf.len() != 24 {
+        return None;
+    }
+    let word = |i: usize| u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().unwrap());
+    Some(TailRange {
+        skip_first: word(0),
+        keep_last: Some(word(1)).filter(|&k| k != u64::MAX),
+        drop_last: word(2),
+    })
+}
