@@ -27,6 +27,7 @@ pub mod inline_aggregate;
 mod kernels;
 pub mod offset_topk;
 mod session;
+pub mod sort_through_filter;
 pub mod sql;
 pub mod tail;
 pub mod window_join;

@@ -216,3 +216,79 @@ async fn questdb_limits_match_the_reference() {
     }
     assert!(checked > 0);
 }
+
+/// Rows the Parquet scans of `plan` produced once it ran.
+fn scanned_rows(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
+    let own = if plan.name() == "DataSourceExec" {
+        plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0)
+    } else {
+        0
+    };
+    own + plan.children().into_iter().map(scanned_rows).sum::<usize>()
+}
+
+/// `LIMIT -n` and `ORDER BY ts DESC LIMIT n` with a WHERE read the newest
+/// files first and stop early (the newest file of each partition is read);
+/// without `tsjoin.sort_through_filter` (DataFusion's plan) more is read.
+/// Same answers both ways.
+#[tokio::test]
+async fn filtered_last_rows_read_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    for day in 0..4 {
+        let rows: Vec<Row> = (0..2000)
+            .map(|i| Row {
+                id: day * 2000 + i,
+                ts: day * 2000 + i,
+                v: Some(rng.random_range(0..100) as f64),
+            })
+            .collect();
+        write_file(&dir.path().join(format!("day{day}.parquet")), &rows, 100);
+    }
+    for partitions in [1, 2] {
+        let ctx = context(partitions);
+        ctx.tsjoin_sql(&format!(
+            "CREATE EXTERNAL TABLE r STORED AS PARQUET LOCATION '{}/' \
+             OPTIONS ('designated_timestamp' 'ts')",
+            dir.path().display()
+        ))
+        .await
+        .unwrap();
+        // Batches smaller than a file, as with real file sizes.
+        ctx.tsjoin_sql("SET datafusion.execution.batch_size = 100")
+            .await
+            .unwrap();
+        for sql in [
+            "SELECT * FROM r WHERE v > 50 LIMIT -5",
+            "SELECT * FROM r WHERE v > 50 ORDER BY ts DESC LIMIT 5",
+        ] {
+            let (mut answers, mut reads) = (vec![], vec![]);
+            for on in [true, false] {
+                ctx.tsjoin_sql(&format!("SET tsjoin.sort_through_filter = {on}"))
+                    .await
+                    .unwrap();
+                let plan = crate::support::physical_plan(&ctx, sql).await;
+                let batches =
+                    datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+                        .await
+                        .unwrap();
+                let read = scanned_rows(&plan);
+                if on {
+                    // The newest file of each partition.
+                    assert!(
+                        read <= 2000 * partitions,
+                        "{sql}: read {read} rows\n{}",
+                        datafusion::physical_plan::displayable(plan.as_ref())
+                            .indent(true)
+                    );
+                }
+                reads.push(read);
+                answers.push(crate::support::cells(&batches));
+            }
+            // DataFusion's plan reads oldest-first: more than the newest files.
+            assert!(reads[1] > reads[0], "{sql}: {reads:?}");
+            assert_eq!(answers[0], answers[1], "{sql}");
+            assert_eq!(answers[0].len(), 5);
+        }
+    }
+}
