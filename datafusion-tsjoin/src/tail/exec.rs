@@ -26,13 +26,14 @@ use std::sync::Arc;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
-/// use datafusion::physical_plan::{collect, test::TestMemoryExec};
+/// use datafusion::datasource::memory::MemorySourceConfig;
+/// use datafusion::physical_plan::collect;
 /// use datafusion::arrow::{array::Int32Array, datatypes::*, record_batch::RecordBatch};
 /// use datafusion_tsjoin::tail::{TailExec, TailRange};
 /// use std::sync::Arc;
 /// let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int32, false)]));
 /// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int32Array::from(vec![1, 2, 3, 4]))])?;
-/// let input = TestMemoryExec::try_new_exec(&[vec![batch]], schema, None)?;
+/// let input = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None)?;
 /// let range = TailRange { skip_first: 0, keep_last: Some(3), drop_last: 1 };
 /// let out = collect(Arc::new(TailExec::new(input, range)), Default::default()).await?;
 /// assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 2); // rows 2 and 3
