@@ -24,6 +24,7 @@
 //! ```
 
 use crate::inline_aggregate::{AggFn, InlineAgg, InlineAggregateExec};
+use crate::tail::{TailExec, TailNode, decode_range, encode_range};
 use crate::window_join::{
     AggInput, BoundUnit, Direction, ExprLayout, PhysicalBound, Prevailing, TimeScale,
     WindowAgg, WindowAggKind, WindowJoinExec, WindowJoinNode, WindowJoinSettings,
@@ -60,6 +61,8 @@ pub const WINDOW_JOIN_TAG: u8 = 0xB1;
 pub const INLINE_AGGREGATE_TAG: u8 = 0xB2;
 /// First byte of an encoded ASOF JOIN node (logical or physical).
 pub const ASOF_JOIN_TAG: u8 = 0xB3;
+/// First byte of an encoded [`crate::tail::TailNode`] or [`TailExec`].
+pub const TAIL_TAG: u8 = 0xB4;
 
 /// [`InlineAggregateExec`] in proto form.
 #[derive(Clone, PartialEq, Message)]
@@ -220,6 +223,12 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
     ) -> Result<Extension> {
         if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
             let node = crate::asof_join::proto::decode_node(rest, inputs, ctx, self)?;
+        if let Some((&TAIL_TAG, rest)) = buf.split_first() {
+            let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
+            let [input] = inputs else {
+                return internal_err!("Tail needs one input");
+            };
+            let node = TailNode::new(input.clone(), range);
             return Ok(Extension {
                 node: Arc::new(node),
             });
@@ -255,6 +264,10 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         {
             buf.push(ASOF_JOIN_TAG);
             return crate::asof_join::proto::encode_node(n, self, buf);
+        if let Some(n) = node.node.as_any().downcast_ref::<TailNode>() {
+            buf.push(TAIL_TAG);
+            encode_range(n.range(), buf);
+            return Ok(());
         }
         let Some(n) = node.node.as_any().downcast_ref::<WindowJoinNode>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.node.name());
@@ -449,6 +462,12 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         }
         if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
             return crate::asof_join::proto::decode_exec(rest, inputs, ctx, self);
+        if let Some((&TAIL_TAG, rest)) = buf.split_first() {
+            let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
+            let [input] = inputs else {
+                return internal_err!("TailExec needs one input");
+            };
+            return Ok(Arc::new(TailExec::new(Arc::clone(input), range)));
         }
         let msg = WindowJoinExecProto::decode(tagged(buf)?)
             .map_err(|e| internal_datafusion_err!("{}", e))?;
@@ -581,6 +600,10 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some(exec) = node.downcast_ref::<crate::asof_join::AsofJoinExec>() {
             buf.push(ASOF_JOIN_TAG);
             return crate::asof_join::proto::encode_exec(exec, self, buf);
+        if let Some(exec) = node.downcast_ref::<TailExec>() {
+            buf.push(TAIL_TAG);
+            encode_range(exec.range(), buf);
+            return Ok(());
         }
         let Some(exec) = node.downcast_ref::<WindowJoinExec>() else {
             return internal_err!("tsjoin codec cannot encode {}", node.name());

@@ -57,6 +57,11 @@ extensions_options! {
         /// straight from its Parquet codes (phase 1 skips the scan's
         /// decoding of the key; see `inline_aggregate::dictionary_scan`).
         pub inline_aggregate_dictionary_scan: bool, default = true
+        /// Forward a TopK's order (`ORDER BY ts DESC LIMIT n`, QuestDB's
+        /// `LIMIT -n`) through a WHERE's filter into the Parquet scan, which
+        /// then reads newest-first and prunes what the TopK has beaten
+        /// (see `sort_through_filter`).
+        pub sort_through_filter: bool, default = true
     }
 }
 

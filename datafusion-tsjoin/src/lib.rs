@@ -28,8 +28,10 @@ pub mod inline_aggregate;
 mod kernels;
 pub mod offset_topk;
 mod session;
+pub mod sort_through_filter;
 pub mod sql;
 mod temporal;
+pub mod tail;
 pub mod window_join;
 
 pub use config::{TimestampRegistry, TsJoinOptions};

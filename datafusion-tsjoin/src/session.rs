@@ -60,6 +60,8 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
                 aggregates.push(f);
             }
         }
+        let scalars = self.scalar_functions().get_or_insert_with(Vec::new);
+        scalars.push(Arc::new(crate::sql::limit_marker()));
         self.relation_planners()
             .get_or_insert_with(Vec::new)
             .push(Arc::new(WindowJoinRelationPlanner::new(Arc::clone(
@@ -82,6 +84,11 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             .position(|r| r.name() == "EnsureRequirements")
             .map_or(rules.len(), |i| i + 1);
         rules.insert(at, Arc::new(OffsetTopK));
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "PushdownSort")
+            .unwrap_or(rules.len());
+        rules.insert(at, Arc::new(crate::sort_through_filter::SortThroughFilter));
         self.with_query_planner(Arc::new(TsJoinQueryPlanner))
             .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))
             .with_physical_optimizer_rules(rules)

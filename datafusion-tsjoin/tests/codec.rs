@@ -336,3 +336,43 @@ async fn dictionary_scan_survives_the_round_trip() {
     // Both read their rows from the codes.
     assert_eq!((code_rows(&plan), code_rows(&back)), (4, 4));
 }
+
+/// QuestDB's LIMIT over an input without a reversible order plans a
+/// TailExec; it crosses the wire in both plan forms with its range.
+#[tokio::test]
+async fn tail_round_trips_through_proto() {
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec,
+        logical_plan_to_bytes_with_extension_codec,
+    };
+    use datafusion_tsjoin::codec::TsJoinLogicalCodec;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(2);
+    parquet_tables(&ctx, dir.path()).await;
+    for sql in [
+        "SELECT sym, count(*) FROM p GROUP BY sym ORDER BY sym LIMIT 1, -1",
+        "SELECT i FROM p LIMIT -3, -1",
+    ] {
+        let df = ctx.tsjoin_sql(sql).await.unwrap();
+        let plan = df.clone().create_physical_plan().await.unwrap();
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert!(text.contains("TailExec: rows"), "{text}");
+        let back = round_trip(&plan, &ctx);
+        assert_eq!(text, displayable(back.as_ref()).indent(true).to_string());
+        assert_eq!(answer(&plan, &ctx).await, answer(&back, &ctx).await);
+        let logical = df.into_optimized_plan().unwrap();
+        let bytes =
+            logical_plan_to_bytes_with_extension_codec(&logical, &TsJoinLogicalCodec)
+                .unwrap();
+        let back = logical_plan_from_bytes_with_extension_codec(
+            &bytes,
+            &ctx.task_ctx(),
+            &TsJoinLogicalCodec,
+        )
+        .unwrap();
+        assert_eq!(
+            logical.display_indent().to_string(),
+            back.display_indent().to_string()
+        );
+    }
+}

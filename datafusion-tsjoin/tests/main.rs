@@ -8,6 +8,7 @@ mod exec;
 mod explain;
 mod groupby;
 mod lifecycle;
+mod limit_diff;
 mod limits;
 mod slt;
 mod support;

@@ -9,12 +9,14 @@
 mod alter;
 mod asof;
 mod ast;
+mod limit;
 mod questdb_ddl;
 mod relation;
 mod rewrite;
 
 pub use crate::config::{DESIGNATED_TIMESTAMP_OPTION, registry};
 pub use asof::AsofJoinRelationPlanner;
+pub use limit::{LIMIT_MARKER, LimitMarker, limit_marker};
 pub use relation::WindowJoinRelationPlanner;
 
 use ast::{AstContext, norm, right_table_names};
@@ -44,6 +46,7 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
     let tokens = questdb_ddl::rewrite_questdb_ddl(tokens);
     let tokens = rewrite::rewrite_window_joins(tokens, dialect.as_ref())?;
     let tokens = asof::rewrite_asof_joins(tokens)?;
+    let tokens = limit::rewrite_limits(tokens)?;
     let statements = DFParserBuilder::new(tokens)
         .with_dialect(dialect.as_ref())
         .with_recursion_limit(recursion_limit)
@@ -182,7 +185,8 @@ pub async fn plan_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<LogicalPlan
     let mut plans = vec![];
     for mut st in parse_sql(ctx, sql).await? {
         prepare(ctx, &mut st).await?;
-        plans.push(ctx.state().statement_to_plan(st).await?);
+        let plan = ctx.state().statement_to_plan(st).await?;
+        plans.push(limit::plan_limits(plan, registry(ctx)?.as_ref())?);
     }
     Ok(plans)
 }
@@ -246,5 +250,6 @@ pub async fn execute_statement(
     }
     prepare(ctx, &mut st).await?;
     let plan = ctx.state().statement_to_plan(st).await?;
+    let plan = limit::plan_limits(plan, registry(ctx)?.as_ref())?;
     ctx.execute_logical_plan(plan).await
 }

@@ -240,6 +240,7 @@ impl QueryPlanner for TsJoinQueryPlanner {
         let planner = DefaultPhysicalPlanner::with_extension_planners(vec![
             Arc::new(WindowJoinPlanner),
             Arc::new(crate::asof_join::AsofJoinPlanner),
+            Arc::new(crate::tail::TailPlanner),
         ]);
         planner.create_physical_plan(logical_plan, session).await
     }

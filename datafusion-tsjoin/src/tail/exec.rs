@@ -1,0 +1,154 @@
+//! [`TailExec`]: the physical operator.
+
+use super::TailRange;
+use super::stream::TailStream;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet,
+};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PhysicalExpr,
+    PlanProperties, SendableRecordBatchStream,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// Emits the rows of its input that a [`TailRange`] selects, in input
+/// order, as one partition. The input's partitions are read one after the
+/// other, partition 0 first, so "input order" is partition order then row
+/// order. Buffers at most `keep_last` rows (or `drop_last` rows when
+/// `keep_last` is `None`), charged to the memory pool.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+/// use datafusion::datasource::memory::MemorySourceConfig;
+/// use datafusion::physical_plan::collect;
+/// use datafusion::arrow::{array::Int32Array, datatypes::*, record_batch::RecordBatch};
+/// use datafusion_tsjoin::tail::{TailExec, TailRange};
+/// use std::sync::Arc;
+/// let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int32, false)]));
+/// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int32Array::from(vec![1, 2, 3, 4]))])?;
+/// let input = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None)?;
+/// let range = TailRange { skip_first: 0, keep_last: Some(3), drop_last: 1 };
+/// let out = collect(Arc::new(TailExec::new(input, range)), Default::default()).await?;
+/// assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 2); // rows 2 and 3
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct TailExec {
+    input: Arc<dyn ExecutionPlan>,
+    range: TailRange,
+    cache: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl TailExec {
+    /// A tail of `input`.
+    pub fn new(input: Arc<dyn ExecutionPlan>, range: TailRange) -> Self {
+        let eq = if input.output_partitioning().partition_count() <= 1 {
+            input.equivalence_properties().clone()
+        } else {
+            EquivalenceProperties::new(input.schema())
+        };
+        let cache = Arc::new(PlanProperties::new(
+            eq,
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            range,
+            cache,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// The rows kept.
+    pub fn range(&self) -> TailRange {
+        self.range
+    }
+
+    /// The input.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+}
+
+impl DisplayAs for TailExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "TailExec: {}", self.range)
+            }
+            DisplayFormatType::TreeRender => write!(f, "{}", self.range),
+        }
+    }
+}
+
+impl ExecutionPlan for TailExec {
+    fn name(&self) -> &str {
+        "TailExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        // Repartitioning would change which rows are last.
+        vec![false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("TailExec expects one child");
+        }
+        Ok(Arc::new(Self::new(children.swap_remove(0), self.range)))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("TailExec has one partition, asked for {partition}");
+        }
+        let reservation = MemoryConsumer::new("TailExec").register(context.memory_pool());
+        Ok(Box::pin(TailStream::new(
+            Arc::clone(&self.input),
+            context,
+            self.range,
+            reservation,
+            BaselineMetrics::new(&self.metrics, partition),
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
