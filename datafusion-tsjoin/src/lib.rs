@@ -26,6 +26,7 @@ pub mod functions;
 pub mod inline_aggregate;
 mod kernels;
 pub mod offset_topk;
+pub mod progress;
 mod session;
 pub mod sql;
 pub mod window_join;
