@@ -1,8 +1,6 @@
 """to_arrow(progress=...): snapshots to a callable, a bar on stderr; the answer unchanged."""
-import pyarrow as pa
 import pytest
 
-import tsjoin
 
 
 @pytest.fixture
@@ -55,7 +53,7 @@ def test_a_failing_callback_stops_the_query(ctx):
     with pytest.raises(ValueError, match="stop"):
         ctx.sql(SQL).to_arrow(progress=boom)
     # The session is still usable.
-    assert ctx.sql("SELECT 1 AS x").to_arrow() == pa.table({"x": [1]})
+    assert ctx.sql("SELECT 1 AS x").to_arrow().column("x").to_pylist() == [1]
 
 
 def test_progress_must_be_a_flag_or_callable(ctx):
