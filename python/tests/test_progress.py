@@ -1,6 +1,7 @@
 """to_arrow(progress=...): snapshots to a callable, a bar on stderr; the answer unchanged."""
 import pytest
 
+import tsjoin
 
 
 @pytest.fixture
