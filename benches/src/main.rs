@@ -15,6 +15,7 @@ use tsjoin_bench::generate::{Workload, generate, is_generated};
 use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
+mod progress_cmd;
 mod scaling_cmd;
 
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
@@ -62,6 +63,9 @@ enum Command {
     /// operators, DuckDB and chdb; write ClickBench result JSON and a
     /// summary (generates the data when missing).
     Clickbench(clickbench_cmd::RunArgs),
+    /// Measure the progress monitor: its overhead and its estimate at
+    /// 25/50/75% of the wall time, over WINDOW JOIN, scan and GROUP BY queries.
+    Progress(progress_cmd::ProgressArgs),
 }
 
 /// What `groupby` runs.
@@ -727,6 +731,7 @@ async fn main() {
         Command::Groupby(args) => groupby_bench(args).await,
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,
+        Command::Progress(args) => progress_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -10,6 +10,7 @@ mod groupby;
 mod lifecycle;
 mod limit_diff;
 mod limits;
+mod progress;
 mod slt;
 mod support;
 mod user_facing;

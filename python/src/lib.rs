@@ -35,6 +35,8 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+mod progress;
+
 create_exception!(
     _tsjoin,
     TsJoinError,
@@ -98,6 +100,20 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    wait_ticking(py, fut, |_| Ok(()))
+}
+
+/// [`wait`], calling `tick` (with the GIL) at every wake-up: progress
+/// reports ride on the signal checks.
+fn wait_ticking<F>(
+    py: Python<'_>,
+    fut: F,
+    mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
+) -> PyResult<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
     let (tx, rx) = std::sync::mpsc::channel();
     let task = runtime().spawn(async move {
         let _ = tx.send(AssertUnwindSafe(fut).catch_unwind().await);
@@ -122,7 +138,7 @@ where
                 )));
             }
             Err(RecvTimeoutError::Timeout) => {
-                if let Err(e) = py.check_signals() {
+                if let Err(e) = py.check_signals().and_then(|()| tick(py)) {
                     task.abort();
                     return Err(e);
                 }
@@ -132,6 +148,31 @@ where
             }
         }
     }
+}
+
+/// Runs `df` to completion, reporting its progress through `reporter`.
+fn collect_with_progress(
+    py: Python<'_>,
+    df: DataFrame,
+    reporter: progress::Reporter,
+) -> PyResult<Vec<RecordBatch>> {
+    let (stream, handle) = wait(py, async move {
+        let task = df.task_ctx();
+        let plan = df.create_physical_plan().await?;
+        datafusion_tsjoin::progress::execute_with_progress(plan, Arc::new(task))
+    })?
+    .map_err(py_err)?;
+    let mut ticker = progress::Ticker::new(reporter, handle);
+    let batches =
+        wait_ticking(py, async move { stream.collect::<Vec<_>>().await }, |py| {
+            ticker.tick(py)
+        })?;
+    let batches = batches
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(py_err)?;
+    ticker.finish(py)?;
+    Ok(batches)
 }
 
 /// A tsjoin session: DataFusion with WINDOW JOIN and the inline GROUP BY.
@@ -348,11 +389,22 @@ impl QueryResult {
         self.df.schema().as_arrow().to_pyarrow(py)
     }
 
-    /// Runs the query; all rows as a `pyarrow.Table`.
-    fn to_arrow<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Runs the query; all rows as a `pyarrow.Table`. `progress=True`
+    /// draws a bar on `sys.stderr`; a callable gets a `dict` snapshot
+    /// (`fraction`, `rows_read`, `rows_total`, `elapsed`, `eta`,
+    /// `operators`, ...) every 100 ms and once at the end.
+    #[pyo3(signature = (progress=None))]
+    fn to_arrow<'py>(
+        &self,
+        py: Python<'py>,
+        progress: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let df = self.df.clone();
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-        let batches = wait(py, async move { df.collect().await })?.map_err(py_err)?;
+        let batches = match progress::Reporter::from_arg(progress)? {
+            None => wait(py, async move { df.collect().await })?.map_err(py_err)?,
+            Some(reporter) => collect_with_progress(py, df, reporter)?,
+        };
         arrow_pyarrow::Table::try_new(batches, schema)
             .map_err(arrow_err)?
             .into_pyarrow(py)
@@ -385,12 +437,12 @@ impl QueryResult {
 
     /// Runs the query; a pandas DataFrame.
     fn to_pandas<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.to_arrow(py)?.call_method0("to_pandas")
+        self.to_arrow(py, None)?.call_method0("to_pandas")
     }
 
     /// Runs the query; a polars DataFrame.
     fn to_polars<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let table = self.to_arrow(py)?;
+        let table = self.to_arrow(py, None)?;
         py.import("polars")?.call_method1("from_arrow", (table,))
     }
 

@@ -201,12 +201,14 @@ pub async fn run(
     let timed = Options {
         format: Format::Table,
         timing: true,
+        ..Default::default()
     };
     run_sql(ctx, SHOWCASE, timed, None).await?;
     println!("\n-- EXPLAIN");
     let plan = Options {
         format: Format::Table,
         timing: false,
+        ..Default::default()
     };
     run_sql(ctx, &format!("EXPLAIN {SHOWCASE}"), plan, None).await?;
     println!("\n-- the same WINDOW JOIN over every trade, summarised");

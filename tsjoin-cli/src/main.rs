@@ -12,6 +12,7 @@ mod contain;
 mod demo;
 mod meta;
 mod output;
+mod progress;
 mod repl;
 mod tables;
 
@@ -19,8 +20,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
+use datafusion_tsjoin::progress::execute_with_progress;
 use datafusion_tsjoin::sql::{execute_statement, parse_sql};
 use datafusion_tsjoin::tsjoin_context;
+use futures::TryStreamExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -110,6 +113,16 @@ struct Cli {
     #[arg(long)]
     timing: bool,
 
+    /// Progress display on stderr, for statements running longer than about
+    /// a second when stderr is a terminal: a bar (percent, rows, bytes,
+    /// elapsed, ETA), the plan's operators with their state and rows, or off.
+    #[arg(long, value_enum, default_value_t = progress::Mode::Bar)]
+    progress: progress::Mode,
+
+    /// Milliseconds a statement runs before its progress shows.
+    #[arg(long, default_value_t = 1000, hide = true)]
+    progress_after_ms: u64,
+
     /// Worker threads and target partitions (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -193,6 +206,10 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
     let options = Options {
         format: cli.format,
         timing: cli.timing,
+        progress: progress::Settings {
+            mode: cli.progress,
+            after: std::time::Duration::from_millis(cli.progress_after_ms),
+        },
     };
     match sql {
         Some(sql) => run_sql(&ctx, &sql, options, cli.output.as_deref()).await,
@@ -208,6 +225,8 @@ pub struct Options {
     pub format: Format,
     /// Print each statement's row count and elapsed time (on stderr)
     pub timing: bool,
+    /// The progress display on stderr
+    pub progress: progress::Settings,
 }
 
 /// Runs `sql` (each statement in turn), printing every query's result, or
@@ -243,7 +262,13 @@ pub async fn run_sql(
                     Ok((schema, vec![], rows))
                 }
                 None => {
-                    let batches = df.collect().await?;
+                    let plan = df.create_physical_plan().await?;
+                    let (stream, handle) = execute_with_progress(plan, ctx.task_ctx())?;
+                    let (batches, ()) = futures::join!(
+                        stream.try_collect::<Vec<_>>(),
+                        progress::show(handle, options.progress)
+                    );
+                    let batches = batches?;
                     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
                     Ok((schema, batches, rows))
                 }

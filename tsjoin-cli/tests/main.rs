@@ -2,6 +2,7 @@
 //! modules below share it).
 
 mod files;
+mod progress;
 mod readme;
 mod repl;
 mod user_facing;
