@@ -22,15 +22,18 @@
 
 pub mod codec;
 pub mod config;
+pub mod files;
 pub mod functions;
 pub mod inline_aggregate;
 mod kernels;
 pub mod offset_topk;
 mod session;
 pub mod sql;
+pub mod testing;
 pub mod window_join;
 
 pub use config::{TimestampRegistry, TsJoinOptions};
+pub use session::tsjoin_context_with_limits;
 pub use session::{TsJoinContextExt, TsJoinSessionStateBuilderExt, tsjoin_context};
 
 /// The hand-written kernels, for the criterion benches and their doc

@@ -1,10 +1,13 @@
 //! All integration tests in one binary (each test binary links DataFusion).
 
+mod bad_input;
 mod codec;
+mod concurrency;
 mod dictionary_scan;
 mod differential;
 mod exec;
 mod explain;
+mod fuzz;
 mod groupby;
 mod lifecycle;
 mod limits;
@@ -12,3 +15,4 @@ mod memory;
 mod slt;
 mod support;
 mod user_facing;
+mod verify;

@@ -92,3 +92,125 @@ pub fn metric(plan: &Arc<dyn ExecutionPlan>, node: &str, name: &str) -> usize {
         .map(|c| metric(c, node, name))
         .sum::<usize>()
 }
+
+/// What a query did under a limit.
+#[derive(Debug, PartialEq)]
+enum Cell {
+    /// The unlimited answer, inline.
+    Answer,
+    /// The unlimited answer, after handing over to DataFusion's spilling
+    /// aggregate (or with spills).
+    Spilled,
+    /// A `Resources exhausted` error naming the operator.
+    Error,
+}
+
+/// Every tsjoin operator under limits from 256 KiB to 64 MiB: the answer is
+/// the unlimited one (inline, or after a hand-over/spill), or the error is a
+/// clear `Resources exhausted` naming the operator; the process stays alive.
+/// Prints the matrix (`cargo test … memory_limit_matrix -- --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_limit_matrix() {
+    let rows = 200_000;
+    let setup = format!(
+        "CREATE TABLE t AS SELECT to_timestamp_millis(value * 3) AS ts, value % 97 AS k, \
+           CAST(value AS DOUBLE) AS v, CAST(value % 1000 AS VARCHAR) AS s \
+           FROM generate_series(1, {rows}); \
+         CREATE TABLE p AS SELECT to_timestamp_millis(value) AS ts, value % 97 AS k, \
+           CAST(value AS DOUBLE) AS v FROM generate_series(1, {rows})"
+    );
+    // (operator, the node its errors name, query)
+    let queries = [
+        (
+            "WINDOW JOIN (fast path)",
+            "WindowJoinExec",
+            "SELECT t.k, count(*), sum(n), avg(a) FROM (SELECT t.k, count(*) AS n, avg(p.v) AS a \
+             FROM t WINDOW JOIN p ON p.k = t.k RANGE BETWEEN 1 second PRECEDING AND 1 second \
+             FOLLOWING) t GROUP BY t.k",
+        ),
+        (
+            "WINDOW JOIN (general path)",
+            "WindowJoinExec",
+            "SELECT t.k, count(*), sum(n) FROM (SELECT t.k, count(*) AS n FROM t WINDOW JOIN p \
+             ON p.k = t.k AND p.v > t.v - 1000 RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW) t \
+             GROUP BY t.k",
+        ),
+        (
+            "inline GROUP BY, one group per row",
+            "InlineAggregateExec",
+            "SELECT ts, count(*), sum(v) FROM t GROUP BY ts",
+        ),
+        (
+            "inline GROUP BY, 97 groups",
+            "InlineAggregateExec",
+            "SELECT k, count(*), sum(v), min(v), max(v), avg(v) FROM t GROUP BY k",
+        ),
+        (
+            "inline GROUP BY, composite keys",
+            "InlineAggregateExec",
+            "SELECT k, s, count(*), sum(v) FROM t GROUP BY k, s",
+        ),
+        (
+            "ORDER BY over LIMIT … OFFSET",
+            "Sort",
+            "SELECT * FROM (SELECT ts, v FROM t ORDER BY v LIMIT 150000 OFFSET 10) ORDER BY ts DESC",
+        ),
+    ];
+    let limits = [256usize << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20];
+    let mut matrix = vec![];
+    for (name, node, sql) in queries {
+        let ctx = limited(usize::MAX / 2, 2);
+        ctx.tsjoin_sql(&setup).await.unwrap();
+        let want = sorted_rows(&ctx, sql).await.unwrap();
+        let mut line = vec![];
+        for limit in limits {
+            let ctx = limited(limit, 2);
+            ctx.tsjoin_sql(&setup).await.unwrap();
+            let plan = physical_plan(&ctx, sql).await;
+            let cell = match collect(Arc::clone(&plan), ctx.task_ctx()).await {
+                Ok(batches) => {
+                    let mut got = cells(&batches);
+                    got.sort();
+                    assert!(got == want, "{name} under {limit}: wrong answer");
+                    let handed = metric(&plan, "InlineAggregateExec", "fallback") > 0;
+                    let spilled = spill_count(&plan) > 0;
+                    if handed || spilled {
+                        Cell::Spilled
+                    } else {
+                        Cell::Answer
+                    }
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(
+                        matches!(
+                            e.find_root(),
+                            datafusion::common::DataFusionError::ResourcesExhausted(_)
+                        ) && text.contains(node),
+                        "{name} under {limit}: unclear error {text}"
+                    );
+                    Cell::Error
+                }
+            };
+            line.push(cell);
+        }
+        matrix.push((name, line));
+    }
+    let header: Vec<String> = limits.iter().map(|l| format!("{} KiB", l >> 10)).collect();
+    eprintln!("| operator ({rows} rows) | {} |", header.join(" | "));
+    for (name, line) in &matrix {
+        let cells: Vec<String> = line.iter().map(|c| format!("{c:?}")).collect();
+        eprintln!("| {name} | {} |", cells.join(" | "));
+    }
+    // The aggregates never fail where DataFusion's spilling aggregate
+    // answers: at 64 MiB every query answers.
+    for (name, line) in &matrix {
+        assert_ne!(line[limits.len() - 1], Cell::Error, "{name} at 64 MiB");
+    }
+}
+
+/// Spills of an executed plan (DataFusion's `spill_count` metric).
+fn spill_count(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    let mine = plan.metrics().and_then(|m| m.spill_count()).unwrap_or(0);
+    mine + plan.children().into_iter().map(spill_count).sum::<usize>()
+}
