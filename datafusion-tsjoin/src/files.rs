@@ -90,7 +90,21 @@ pub(crate) async fn contained<T>(work: impl Future<Output = Result<T>>) -> Resul
         .unwrap_or_else(|panic| {
             Err(DataFusionError::Execution(format!(
                 "internal error: {} (please report this bug)",
-                crate::testing::fuzz::panic_text(panic.as_ref())
+                panic_text(panic.as_ref())
             )))
         })
+}
+
+/// A panic payload's message (`"panic"` when it is not text).
+///
+/// ```
+/// let payload: Box<dyn std::any::Any + Send> = Box::new("boom");
+/// assert_eq!(datafusion_tsjoin::files::panic_text(payload.as_ref()), "boom");
+/// ```
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
 }

@@ -258,3 +258,54 @@ fn memory_limit_and_spill_dir() {
     let (ok, _, err) = run(&["--memory-limit", "lots", "-c", "SELECT 1"]);
     assert!(!ok && err.contains("lots"), "{err}");
 }
+
+/// Ctrl-C (SIGINT) cancels a running statement: the process reports it and
+/// exits within a second, its work stopped.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_cancels_the_running_query() {
+    use std::time::{Duration, Instant};
+    let mut child = cli()
+        .args([
+            "--threads",
+            "2",
+            "-c",
+            "SELECT k, count(*) FROM (SELECT value % 7 AS k FROM generate_series(1, 100000000000)) GROUP BY k",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it start and run for a while.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "finished before Ctrl-C"
+    );
+    let sent = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "still running 5 s after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let latency = sent.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!status.success());
+    assert!(err.contains("query cancelled"), "{err}");
+    eprintln!("Ctrl-C to exit: {latency:?}");
+    assert!(
+        latency < Duration::from_secs(1),
+        "exited {latency:?} after Ctrl-C"
+    );
+}

@@ -153,7 +153,7 @@ impl InlineAggregateExec {
     /// use datafusion::execution::{SessionStateBuilder, runtime_env::RuntimeEnvBuilder};
     /// use datafusion::prelude::{SessionConfig, SessionContext};
     /// use datafusion_tsjoin::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
-    /// let runtime = RuntimeEnvBuilder::new().with_memory_limit(2 << 20, 1.0).build_arc()?;
+    /// let runtime = RuntimeEnvBuilder::new().with_memory_limit(16 << 20, 1.0).build_arc()?;
     /// let state = SessionStateBuilder::new()
     ///     .with_config(SessionConfig::new().with_target_partitions(2))
     ///     .with_runtime_env(runtime)
@@ -161,10 +161,11 @@ impl InlineAggregateExec {
     ///     .with_tsjoin()
     ///     .build();
     /// let ctx = SessionContext::new_with_state(state);
-    /// // 200,000 groups do not fit in 2 MB inline: DataFusion's aggregate spills.
-    /// let sql = "SELECT value AS k, count(*) FROM generate_series(1, 200000) GROUP BY value";
+    /// ctx.tsjoin_sql("CREATE TABLE t AS SELECT value AS k FROM generate_series(1, 400000)").await?;
+    /// // 400,000 groups do not fit in 16 MB inline: DataFusion's aggregate spills.
+    /// let sql = "SELECT k, count(*) FROM t GROUP BY k";
     /// let rows: usize = ctx.tsjoin_sql(sql).await?.collect().await?.iter().map(|b| b.num_rows()).sum();
-    /// assert_eq!(rows, 200_000);
+    /// assert_eq!(rows, 400_000);
     /// # Ok(()) }
     /// ```
     pub fn with_memory_fallback(mut self, template: Arc<dyn ExecutionPlan>) -> Self {

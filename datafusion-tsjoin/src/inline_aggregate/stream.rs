@@ -81,16 +81,46 @@ pub(crate) struct Phase1 {
     /// DataFusion's aggregate to run when the memory pool refuses the
     /// inline tables, when the operator has it.
     exhausted: Option<Exhausted>,
+    /// Cloned by everything that holds inline state (phase-1 tasks, output
+    /// partitions' inline paths, merges): one count left means all is
+    /// freed.
+    holders: Arc<()>,
 }
 
 impl Phase1 {
     /// Frees what the inline path holds for the fallback plan run when over
     /// the memory limit: stops the phase-1 tasks (their tables are dropped)
     /// and releases the finished tables (once merges in flight are done).
-    fn release(&self) {
+    ///
+    /// Then waits (up to a second, yielding) until everything holding
+    /// inline state has dropped it, so that DataFusion's aggregate gets the
+    /// memory: aborted tasks and the other output partitions' inline paths
+    /// end at their next poll. The wait is bounded because a consumer may
+    /// not poll the other partitions until this one is done.
+    async fn release(&self) {
         drop(std::mem::take(&mut *self.tasks.lock()));
         if let Some(Ok(partials)) = self.partials.get() {
             partials.release();
+        }
+        // Queues no output partition took: their rows go now.
+        let untaken: Vec<_> = self.queues.lock().iter_mut().map(Option::take).collect();
+        for (queue, reservation) in untaken.into_iter().zip(&self.queued) {
+            if queue.is_some() {
+                drop(queue);
+                reservation.free();
+            }
+        }
+        let start = std::time::Instant::now();
+        while Arc::strong_count(&self.holders) > 1
+            && start.elapsed() < std::time::Duration::from_secs(1)
+        {
+            tokio::task::yield_now().await;
+        }
+        // Every queue's receiver is gone with its holder: so are its rows.
+        if Arc::strong_count(&self.holders) == 1 {
+            for reservation in &self.queued {
+                reservation.free();
+            }
         }
     }
 }
@@ -216,6 +246,8 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
             })
             .await?
             .clone();
+        // Held while this partition holds inline state (see `release`).
+        let holding = Arc::clone(&phase1.holders);
         if let Some(fallback) = &phase1.fallback
             && fallback.decision().await
         {
@@ -268,6 +300,7 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
             .map_err(|e| DataFusionError::Shared(Arc::clone(e)))?
             .get()?;
         let task = SpawnedTask::spawn_blocking(move || {
+            let _holding = holding;
             let _timer = merge_time.timer();
             merge(
                 &partials,
@@ -299,7 +332,7 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
         else {
             return Err(error);
         };
-        phase1.release();
+        phase1.release().await;
         restart_metric.add(1);
         let plan = exhausted.plan().await?;
         let out = plan.execute(partition, restart_context)?;
@@ -369,6 +402,7 @@ async fn start(
         rows_hint,
         fallback,
         exhausted: on_exhausted.map(|t| Exhausted::new(t, Arc::clone(input))),
+        holders: Arc::new(()),
     });
     let senders = Senders {
         queues: senders,
@@ -382,6 +416,7 @@ async fn start(
         let spec = Arc::clone(spec);
         tasks.push(match &work {
             Some(work) => {
+                let holding = Arc::clone(&phase1.holders);
                 let task = scan_partition(
                     Arc::clone(work),
                     spec,
@@ -389,13 +424,16 @@ async fn start(
                     reservation,
                 );
                 SpawnedTask::spawn(async move {
+                    let _holding = holding;
                     task.await.map(|(rows, partial)| (rows, Some(partial)))
                 })
             }
             None => {
                 let stream = input.execute(p, Arc::clone(context))?;
                 let senders = senders.clone();
+                let holding = Arc::clone(&phase1.holders);
                 SpawnedTask::spawn(async move {
+                    let _holding = holding;
                     Ok((
                         0,
                         aggregate_partition(stream, spec, senders, reservation, probe)

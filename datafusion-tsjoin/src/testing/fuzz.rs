@@ -448,7 +448,9 @@ pub fn check(
                                 Outcome::Error(text)
                             }
                         }
-                        Err(panic) => Outcome::Panic(panic_text(panic.as_ref())),
+                        Err(panic) => {
+                            Outcome::Panic(crate::files::panic_text(panic.as_ref()))
+                        }
                     }
                 }
                 Err(e) => Outcome::Error(format!("runtime: {e}")),
@@ -466,13 +468,4 @@ pub fn check(
             Outcome::Panic("thread ended without a result".into())
         }
     }
-}
-
-/// A panic payload's message.
-pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".into())
 }

@@ -270,7 +270,9 @@ pub fn window_join(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
 
 /// A SQL script that makes tables `l` and `r` from `left` and `right` (one
 /// partition each, rows in order) and runs `query`: a failure's minimal
-/// reproduction, for `tsjoin-cli` or any tsjoin session.
+/// reproduction, for `tsjoin-cli` or any tsjoin session. (A failure that
+/// needs several partitions shows only with them: the verify command
+/// names the partitions the case ran on.)
 ///
 /// ```
 /// use datafusion_tsjoin::testing::reference::{Row, script};
@@ -286,8 +288,9 @@ pub fn script(left: &[Row], right: &[Row], query: &str) -> String {
             Some(x) => format!("{x:?}"),
         };
         let i = |v: Option<i64>| v.map_or("NULL".to_string(), |x| x.to_string());
-        let body = if rows.is_empty() {
-            " WHERE false".to_string()
+        // An empty table still needs one typed row to select from.
+        let (values, filter) = if rows.is_empty() {
+            ("(0, NULL, NULL, NULL, NULL)".to_string(), " WHERE false")
         } else {
             let values: Vec<String> = rows
                 .iter()
@@ -302,18 +305,13 @@ pub fn script(left: &[Row], right: &[Row], query: &str) -> String {
                     )
                 })
                 .collect();
-            format!(" FROM (VALUES {}) AS x(id, ts, k, v, i)", values.join(", "))
+            (values.join(", "), "")
         };
         format!(
             "CREATE TABLE {name} AS SELECT CAST(id AS BIGINT) AS id, \
              to_timestamp_millis(CAST(ts AS BIGINT)) AS ts, CAST(k AS BIGINT) AS k, \
-             CAST(v AS DOUBLE) AS v, CAST(i AS BIGINT) AS i{};",
-            if rows.is_empty() {
-                " FROM (VALUES (0, NULL, NULL, NULL, NULL)) AS x(id, ts, k, v, i) WHERE false"
-                    .to_string()
-            } else {
-                body
-            }
+             CAST(v AS DOUBLE) AS v, CAST(i AS BIGINT) AS i \
+             FROM (VALUES {values}) AS x(id, ts, k, v, i){filter};"
         )
     };
     format!(
