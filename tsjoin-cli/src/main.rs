@@ -20,7 +20,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion_tsjoin::sql::{execute_statement, parse_sql};
-use datafusion_tsjoin::tsjoin_context;
+use datafusion_tsjoin::tsjoin_context_with_limits;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -186,7 +186,7 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
         .as_deref()
         .map(|s| SessionContext::parse_capacity_limit("--memory-limit", s))
         .transpose()?;
-    let ctx = datafusion_tsjoin::tsjoin_context_with_limits(
+    let ctx = tsjoin_context_with_limits(
         SessionConfig::new().with_target_partitions(threads.max(1)),
         memory_limit,
         cli.spill_dir.as_deref(),
