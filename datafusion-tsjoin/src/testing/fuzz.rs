@@ -221,7 +221,7 @@ pub fn input_up_to(rng: &mut Rng, largest: usize) -> String {
 }
 
 fn rng_seed(rng: &mut Rng) -> &'static str {
-    *rng.pick(SEEDS)
+    rng.pick::<&str>(SEEDS)
 }
 
 /// Splits SQL into rough tokens (words, numbers, quoted strings, symbols).
@@ -293,7 +293,7 @@ fn mutate(rng: &mut Rng, seed: &str) -> String {
             }
             _ => {
                 // Splice in a piece of another seed.
-                let other = tokens(*rng.pick(SEEDS));
+                let other = tokens(rng.pick::<&str>(SEEDS));
                 let a = rng.below(other.len() as u64) as usize;
                 let b = (a + rng.range(1, 8) as usize).min(other.len());
                 for (k, t) in other[a..b].iter().enumerate() {
