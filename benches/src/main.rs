@@ -16,7 +16,10 @@ use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
 mod progress_cmd;
+mod fuzz_cmd;
 mod scaling_cmd;
+mod soak_cmd;
+mod verify_cmd;
 
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
 #[global_allocator]
@@ -53,6 +56,13 @@ enum Command {
     /// Measure the WINDOW JOIN fast path at several thread counts: q1 from
     /// Parquet, q1 in memory (index build and probe apart), and the scan.
     WindowJoinScaling(scaling_cmd::ScalingArgs),
+    /// Differential cases at scale: WINDOW JOIN against the naive
+    /// reference, inline GROUP BY against DataFusion's aggregate.
+    Verify(verify_cmd::VerifyArgs),
+    /// The SQL front-end fuzzer: no panic, hang or stack overflow.
+    Fuzz(fuzz_cmd::FuzzArgs),
+    /// Mixed concurrent queries on one session: throughput and memory over time.
+    Soak(soak_cmd::SoakArgs),
     /// Run the grouped-aggregation benchmark: tsjoin's inline aggregate vs
     /// DataFusion's, DuckDB and Polars (generates the data when missing).
     Groupby(GroupbyArgs),
@@ -728,6 +738,9 @@ async fn main() {
             window_join(data.workload(), data.dir(), run).await
         }
         Command::WindowJoinScaling(args) => scaling_cmd::run(args).await,
+        Command::Verify(args) => verify_cmd::run_verify(args).await,
+        Command::Fuzz(args) => fuzz_cmd::run_fuzz(args),
+        Command::Soak(args) => soak_cmd::run_soak(args).await,
         Command::Groupby(args) => groupby_bench(args).await,
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,

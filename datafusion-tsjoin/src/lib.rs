@@ -23,6 +23,7 @@
 pub mod asof_join;
 pub mod codec;
 pub mod config;
+pub mod files;
 pub mod functions;
 pub mod inline_aggregate;
 mod kernels;
@@ -33,9 +34,11 @@ pub mod sort_through_filter;
 pub mod sql;
 mod temporal;
 pub mod tail;
+pub mod testing;
 pub mod window_join;
 
 pub use config::{TimestampRegistry, TsJoinOptions};
+pub use session::tsjoin_context_with_limits;
 pub use session::{TsJoinContextExt, TsJoinSessionStateBuilderExt, tsjoin_context};
 
 /// The hand-written kernels, for the criterion benches and their doc

@@ -133,6 +133,45 @@ pub fn tsjoin_context(config: SessionConfig) -> SessionContext {
     SessionContext::new_with_state(state)
 }
 
+/// A tsjoin session (as [`tsjoin_context`]) whose memory pool holds
+/// `memory_limit` bytes, if given, and whose operators spill to
+/// `spill_dir`, if given (else the system's temporary directory). Past the
+/// limit DataFusion's sort, aggregate and repartition spill, the inline
+/// aggregate hands over to DataFusion's, and an operator that cannot spill
+/// fails with a `Resources exhausted` error naming itself.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+/// use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context_with_limits};
+/// let dir = tempfile::tempdir()?;
+/// let config = datafusion::prelude::SessionConfig::new();
+/// let ctx = tsjoin_context_with_limits(config, Some(64 << 20), Some(dir.path()))?;
+/// let df = ctx.tsjoin_sql("SELECT value % 10 AS k, count(*) FROM generate_series(1, 1000) GROUP BY k").await?;
+/// assert_eq!(df.count().await?, 10);
+/// # Ok(()) }
+/// ```
+pub fn tsjoin_context_with_limits(
+    config: SessionConfig,
+    memory_limit: Option<usize>,
+    spill_dir: Option<&std::path::Path>,
+) -> Result<SessionContext> {
+    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+    if let Some(bytes) = memory_limit {
+        runtime = runtime.with_memory_limit(bytes, 1.0);
+    }
+    if let Some(dir) = spill_dir {
+        std::fs::create_dir_all(dir)?;
+        runtime = runtime.with_temp_file_path(dir);
+    }
+    let state = SessionStateBuilder::new()
+        .with_config(config.with_information_schema(true))
+        .with_runtime_env(runtime.build_arc()?)
+        .with_default_features()
+        .with_tsjoin()
+        .build();
+    Ok(SessionContext::new_with_state(state))
+}
+
 /// tsjoin's SQL entry point and registration helpers on a [`SessionContext`]
 /// built with [`tsjoin_context`] or [`TsJoinSessionStateBuilderExt::with_tsjoin`].
 pub trait TsJoinContextExt {

@@ -7,10 +7,7 @@
 //! general path.
 
 use crate::support::{cell, context, physical_plan};
-use datafusion::arrow::array::{
-    ArrayRef, Float64Array, Int64Array, RecordBatch, TimestampMillisecondArray,
-};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion_tsjoin::TsJoinContextExt;
 use rand::rngs::StdRng;
@@ -18,205 +15,15 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
-#[derive(Clone, Debug)]
-pub struct Row {
-    pub id: i64,
-    pub ts: Option<i64>,
-    pub k: Option<i64>,
-    pub v: Option<f64>,
-    pub i: Option<i64>,
-}
+pub use datafusion_tsjoin::testing::reference::{
+    Row, Shape, batch, schema, window_join as reference,
+};
 
-pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
-        Field::new("k", DataType::Int64, true),
-        Field::new("v", DataType::Float64, true),
-        Field::new("i", DataType::Int64, true),
-    ]))
-}
-
-pub fn batch(rows: &[Row]) -> RecordBatch {
-    let cols: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.id))),
-        Arc::new(TimestampMillisecondArray::from(
-            rows.iter().map(|r| r.ts).collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            rows.iter().map(|r| r.k).collect::<Vec<_>>(),
-        )),
-        Arc::new(Float64Array::from(
-            rows.iter().map(|r| r.v).collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            rows.iter().map(|r| r.i).collect::<Vec<_>>(),
-        )),
-    ];
-    RecordBatch::try_new(schema(), cols).unwrap()
-}
-
+/// `n` random rows (see [`datafusion_tsjoin::testing::reference::random_rows`])
+/// from a seed drawn from `rng`.
 pub fn random_rows(rng: &mut StdRng, n: usize, span: i64, keys: i64) -> Vec<Row> {
-    (0..n)
-        .map(|id| Row {
-            id: id as i64,
-            ts: (!rng.random_bool(0.05)).then(|| rng.random_range(0..=span)),
-            // skewed keys: key 0 is as likely as all others together
-            k: (!rng.random_bool(0.1)).then(|| {
-                if rng.random_bool(0.5) {
-                    0
-                } else {
-                    rng.random_range(0..keys)
-                }
-            }),
-            v: match rng.random_range(0..10) {
-                0 => None,
-                1 => Some(f64::NAN),
-                _ => Some(rng.random_range(-100..100) as f64 / 4.0),
-            },
-            i: (!rng.random_bool(0.1)).then(|| rng.random_range(-5..5)),
-        })
-        .collect()
-}
-
-/// A random query shape.
-pub struct Shape {
-    pub keyed: bool,
-    pub pair_filter: bool,
-    pub lo: i64,
-    pub hi: i64,
-    pub include: bool,
-    /// lower bound `l.i milliseconds PRECEDING` (per row) instead of `lo`
-    pub dynamic_lo: bool,
-}
-
-impl Shape {
-    fn bound(v: i64) -> String {
-        if v < 0 {
-            format!("{} milliseconds PRECEDING", -v)
-        } else {
-            format!("{v} milliseconds FOLLOWING")
-        }
-    }
-
-    pub fn sql(&self) -> String {
-        let mut on = vec![];
-        if self.keyed {
-            on.push("r.k = l.k".to_string());
-        }
-        if self.pair_filter {
-            on.push("r.i > l.i".to_string());
-        }
-        let on = if on.is_empty() {
-            String::new()
-        } else {
-            format!("ON {}", on.join(" AND "))
-        };
-        format!(
-            "SELECT l.id, count(*), count(r.v), sum(r.v), min(r.v), max(r.v), first(r.v), last(r.v), sum(r.i), avg(r.i) \
-             FROM l WINDOW JOIN r {on} RANGE BETWEEN {} AND {} {} PREVAILING ORDER BY l.id",
-            if self.dynamic_lo {
-                "l.i milliseconds PRECEDING".to_string()
-            } else {
-                Self::bound(self.lo)
-            },
-            Self::bound(self.hi),
-            if self.include { "INCLUDE" } else { "EXCLUDE" }
-        )
-    }
-}
-
-fn fmt_f(v: Option<f64>) -> String {
-    match v {
-        None => "NULL".into(),
-        Some(x) if x.is_nan() => "NaN".into(),
-        Some(x) => {
-            let r = (x * 1e9).round() / 1e9;
-            format!("{}", if r == 0.0 { 0.0 } else { r })
-        }
-    }
-}
-
-fn fmt_i(v: Option<i64>) -> String {
-    v.map_or("NULL".into(), |x| x.to_string())
-}
-
-/// Expected output rows, straight from the spec (design/window-join.md §3–§7).
-pub fn reference(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
-    let mut out = vec![];
-    let mut left = left.to_vec();
-    left.sort_by_key(|r| r.id);
-    for l in &left {
-        // Candidates in (ts, table order) order.
-        let mut cands: Vec<&Row> = right
-            .iter()
-            .filter(|r| r.ts.is_some())
-            .filter(|r| !s.keyed || r.k == l.k)
-            .filter(|r| {
-                !s.pair_filter || matches!((r.i, l.i), (Some(a), Some(b)) if a > b)
-            })
-            .collect();
-        cands.sort_by_key(|r| r.ts); // stable: table order breaks ties
-        let mut w: Vec<&Row> = vec![];
-        // dynamic lower bound: NULL aggregates nothing, negative clamps to 0,
-        // an end before the start aggregates nothing
-        let lo = if s.dynamic_lo {
-            l.i.map(|i| -i.max(0))
-        } else {
-            Some(s.lo)
-        };
-        if let (Some(t), Some(lo)) = (l.ts, lo)
-            && lo <= s.hi
-        {
-            let (start, end) = (t + lo, t + s.hi);
-            w = cands
-                .iter()
-                .copied()
-                .filter(|r| (start..=end).contains(&r.ts.unwrap()))
-                .collect();
-            if s.include
-                && let Some(p) = cands.iter().rev().find(|r| r.ts.unwrap() <= start)
-                && p.ts.unwrap() < start
-            {
-                w.insert(0, p);
-            }
-        }
-        let vals: Vec<f64> = w.iter().filter_map(|r| r.v).collect();
-        let ints: Vec<i64> = w.iter().filter_map(|r| r.i).collect();
-        let sum = (!vals.is_empty()).then(|| vals.iter().sum::<f64>());
-        // arrow/DataFusion order: NaN is the largest value
-        let non_nan: Vec<f64> = vals.iter().copied().filter(|x| !x.is_nan()).collect();
-        let min = if vals.is_empty() {
-            None
-        } else if non_nan.is_empty() {
-            Some(f64::NAN)
-        } else {
-            Some(non_nan.iter().copied().fold(f64::INFINITY, f64::min))
-        };
-        let max = if vals.is_empty() {
-            None
-        } else if non_nan.len() < vals.len() {
-            Some(f64::NAN)
-        } else {
-            Some(non_nan.iter().copied().fold(f64::NEG_INFINITY, f64::max))
-        };
-        let isum = (!ints.is_empty()).then(|| ints.iter().sum::<i64>());
-        let iavg = (!ints.is_empty())
-            .then(|| ints.iter().sum::<i64>() as f64 / ints.len() as f64);
-        out.push(vec![
-            l.id.to_string(),
-            w.len().to_string(),
-            vals.len().to_string(),
-            fmt_f(sum),
-            fmt_f(min),
-            fmt_f(max),
-            fmt_f(w.first().and_then(|r| r.v)),
-            fmt_f(w.last().and_then(|r| r.v)),
-            fmt_i(isum),
-            fmt_f(iavg),
-        ]);
-    }
-    out
+    let mut g = datafusion_tsjoin::testing::Rng::new(rng.random());
+    datafusion_tsjoin::testing::reference::random_rows(&mut g, n, span, keys)
 }
 
 fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> {

@@ -1,16 +1,21 @@
 //! All integration tests in one binary (each test binary links DataFusion).
 
 mod asof;
+mod bad_input;
 mod codec;
+mod concurrency;
 mod dictionary_scan;
 mod differential;
 mod exec;
 mod explain;
+mod fuzz;
 mod groupby;
 mod lifecycle;
 mod limit_diff;
 mod limits;
 mod progress;
+mod memory;
 mod slt;
 mod support;
 mod user_facing;
+mod verify;

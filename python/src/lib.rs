@@ -184,11 +184,12 @@ struct PySessionContext {
 #[pymethods]
 impl PySessionContext {
     #[new]
-    #[pyo3(signature = (threads=None, memory_limit=None, settings=None))]
+    #[pyo3(signature = (threads=None, memory_limit=None, settings=None, spill_dir=None))]
     fn new(
         threads: Option<usize>,
         memory_limit: Option<usize>,
         settings: Option<HashMap<String, String>>,
+        spill_dir: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         // information_schema on, as in `tsjoin_context`: SHOW TABLES and
         // SHOW COLUMNS work.
@@ -204,6 +205,10 @@ impl PySessionContext {
         let mut runtime_env = RuntimeEnvBuilder::new();
         if let Some(bytes) = memory_limit {
             runtime_env = runtime_env.with_memory_limit(bytes, 1.0);
+        }
+        if let Some(dir) = spill_dir {
+            std::fs::create_dir_all(&dir).map_err(|e| py_err(e.into()))?;
+            runtime_env = runtime_env.with_temp_file_path(dir);
         }
         let state = SessionStateBuilder::new()
             .with_config(config)
@@ -254,6 +259,8 @@ impl PySessionContext {
     ) -> PyResult<()> {
         let (ctx, table, path) = (self.ctx.clone(), name.to_string(), path.to_string());
         wait(py, async move {
+            // A corrupt footer would panic the reader: reported by name.
+            datafusion_tsjoin::files::check_parquet_files(std::path::Path::new(&path))?;
             ctx.register_parquet(&table, &path, ParquetReadOptions::default())
                 .await
         })?

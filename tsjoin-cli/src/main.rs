@@ -22,8 +22,8 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion_tsjoin::progress::execute_with_progress;
 use datafusion_tsjoin::sql::{execute_statement, parse_sql};
-use datafusion_tsjoin::tsjoin_context;
 use futures::TryStreamExt;
+use datafusion_tsjoin::tsjoin_context_with_limits;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -127,6 +127,17 @@ struct Cli {
     #[arg(long)]
     threads: Option<usize>,
 
+    /// Memory limit of the session, e.g. 2G, 512M (default: none). Past it
+    /// DataFusion's sort, aggregate and repartition spill to disk, the
+    /// inline aggregate hands over to DataFusion's, and an operator that
+    /// cannot spill stops with a `Resources exhausted` error.
+    #[arg(long, value_name = "SIZE")]
+    memory_limit: Option<String>,
+
+    /// Directory for spill files (default: the system temp directory).
+    #[arg(long, value_name = "DIR")]
+    spill_dir: Option<PathBuf>,
+
     #[command(subcommand)]
     sub: Option<Sub>,
 }
@@ -183,7 +194,16 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli, threads: usize) -> Result<()> {
-    let ctx = tsjoin_context(SessionConfig::new().with_target_partitions(threads.max(1)));
+    let memory_limit = cli
+        .memory_limit
+        .as_deref()
+        .map(|s| SessionContext::parse_capacity_limit("--memory-limit", s))
+        .transpose()?;
+    let ctx = tsjoin_context_with_limits(
+        SessionConfig::new().with_target_partitions(threads.max(1)),
+        memory_limit,
+        cli.spill_dir.as_deref(),
+    )?;
     if let Some(Sub::Demo { dir, trades }) = cli.sub {
         return demo::run(&ctx, dir, trades).await;
     }

@@ -56,7 +56,8 @@ pub async fn register(ctx: &SessionContext, name: &str, path: &str) -> Result<()
             .register_csv(name, path, CsvReadOptions::new().has_header(true))
             .await;
     }
-    check_footers(p).map_err(|e| DataFusionError::Plan(format!("table {name}: {e}")))?;
+    datafusion_tsjoin::files::check_parquet_files(p)
+        .map_err(|e| DataFusionError::Plan(format!("table {name}: {e}")))?;
     let url = ListingTableUrl::parse(std::fs::canonicalize(p)?.to_string_lossy())?;
     let mut options = ListingOptions::new(Arc::new(ParquetFormat::default()));
     if p.is_dir() {
@@ -77,42 +78,5 @@ pub async fn register(ctx: &SessionContext, name: &str, path: &str) -> Result<()
             ))
         })?;
     ctx.register_table(name, Arc::new(ListingTable::try_new(config)?))?;
-    Ok(())
-}
-
-/// Checks the footer of every Parquet file at `path` (a file, or a
-/// directory's `*.parquet` files at any depth): a file too short to be
-/// Parquet, or whose footer gives a metadata length beyond the file, is
-/// reported here by name (the Parquet reader would panic on the latter).
-fn check_footers(path: &Path) -> std::io::Result<()> {
-    use std::io::{Error, Read, Seek, SeekFrom};
-    if path.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            let child = entry?.path();
-            if child.is_dir() || child.extension().is_some_and(|e| e == "parquet") {
-                check_footers(&child)?;
-            }
-        }
-        return Ok(());
-    }
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let corrupt = |why: String| {
-        Error::other(format!("corrupt Parquet file {}: {why}", path.display()))
-    };
-    if len < 12 {
-        return Err(corrupt(format!(
-            "{len} bytes, shorter than Parquet's header and footer"
-        )));
-    }
-    let mut tail = [0u8; 8];
-    file.seek(SeekFrom::End(-8))?;
-    file.read_exact(&mut tail)?;
-    let metadata = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
-    if &tail[4..] == b"PAR1" && metadata + 12 > len {
-        return Err(corrupt(format!(
-            "the footer gives {metadata} bytes of metadata in a file of {len} bytes"
-        )));
-    }
     Ok(())
 }

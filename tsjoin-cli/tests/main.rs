@@ -218,3 +218,95 @@ fn every_statement_of_a_script_prints_its_result() {
     assert_eq!(out, "a\n1\n");
     assert!(err.contains("missing"), "{err}");
 }
+
+/// `--memory-limit` and `--spill-dir`: a GROUP BY with one group per row
+/// that does not fit inline answers (DataFusion's aggregate spills to the
+/// directory), a WINDOW JOIN whose right index does not fit is a clear
+/// error, and a size that does not parse is an error.
+#[test]
+fn memory_limit_and_spill_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let spill = dir.path().join("spill");
+    let spill = spill.to_str().unwrap();
+    let sql = "CREATE TABLE prices AS SELECT to_timestamp_micros(value) AS ts, \
+               CAST(value % 1000 AS DOUBLE) AS bid FROM generate_series(1, 300000); \
+               SELECT count(*), sum(n) FROM (SELECT ts, count(*) AS n, sum(bid) FROM prices GROUP BY ts)";
+    let (ok, out, err) = run(&[
+        "--memory-limit",
+        "12M",
+        "--spill-dir",
+        spill,
+        "--threads",
+        "2",
+        "--format",
+        "csv",
+        "-c",
+        sql,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("300000,300000"), "{out}");
+    assert!(std::path::Path::new(spill).is_dir());
+    let join = "CREATE TABLE p AS SELECT to_timestamp_millis(value) AS ts, value % 7 AS k, \
+                CAST(value AS DOUBLE) AS v FROM generate_series(1, 200000); \
+                SELECT count(*) FROM p a WINDOW JOIN p b ON b.k = a.k \
+                RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW";
+    let (ok, _, err) = run(&["--memory-limit", "1M", "-c", join]);
+    assert!(!ok);
+    assert!(
+        err.contains("Resources exhausted") && err.contains("WindowJoinExec"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["--memory-limit", "lots", "-c", "SELECT 1"]);
+    assert!(!ok && err.contains("lots"), "{err}");
+}
+
+/// Ctrl-C (SIGINT) cancels a running statement: the process reports it and
+/// exits within a second, its work stopped.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_cancels_the_running_query() {
+    use std::time::{Duration, Instant};
+    let mut child = cli()
+        .args([
+            "--threads",
+            "2",
+            "-c",
+            "SELECT k, count(*) FROM (SELECT value % 7 AS k FROM generate_series(1, 100000000000)) GROUP BY k",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it start and run for a while.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "finished before Ctrl-C"
+    );
+    let sent = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "still running 5 s after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let latency = sent.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!status.success());
+    assert!(err.contains("query cancelled"), "{err}");
+    eprintln!("Ctrl-C to exit: {latency:?}");
+    assert!(
+        latency < Duration::from_secs(1),
+        "exited {latency:?} after Ctrl-C"
+    );
+}

@@ -63,6 +63,10 @@ pub struct InlineAggregateExec {
     pub(crate) dictionary_scan: bool,
     /// The replaced aggregate, run instead when a probe shows many groups.
     pub(crate) fallback: Option<Arc<dyn ExecutionPlan>>,
+    /// The replaced aggregate, run instead (over the input read again) when
+    /// the memory pool refuses the inline tables: DataFusion's aggregate
+    /// spills where the inline one cannot (see `exhausted.rs`).
+    pub(crate) on_exhausted: Option<Arc<dyn ExecutionPlan>>,
     /// The current execution: phase 1, started by the first output
     /// partition to run and shared by all of them.
     run: Mutex<Run>,
@@ -103,6 +107,7 @@ impl InlineAggregateExec {
             dictionary,
             dictionary_scan: true,
             fallback: None,
+            on_exhausted: None,
             input,
             group_exprs,
             aggs,
@@ -136,6 +141,40 @@ impl InlineAggregateExec {
         self
     }
 
+    /// This operator, running `template` (the aggregate it replaces, over
+    /// the same input) instead when the memory pool refuses its tables:
+    /// the inline state is dropped and `template`, whose hash aggregate
+    /// spills to disk, reads the input again. Any key shape; ignored when
+    /// the schemas differ. Without it, over budget is a `Resources
+    /// exhausted` error.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+    /// use datafusion::execution::{SessionStateBuilder, runtime_env::RuntimeEnvBuilder};
+    /// use datafusion::prelude::{SessionConfig, SessionContext};
+    /// use datafusion_tsjoin::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
+    /// let runtime = RuntimeEnvBuilder::new().with_memory_limit(16 << 20, 1.0).build_arc()?;
+    /// let state = SessionStateBuilder::new()
+    ///     .with_config(SessionConfig::new().with_target_partitions(2))
+    ///     .with_runtime_env(runtime)
+    ///     .with_default_features()
+    ///     .with_tsjoin()
+    ///     .build();
+    /// let ctx = SessionContext::new_with_state(state);
+    /// ctx.tsjoin_sql("CREATE TABLE t AS SELECT value AS k FROM generate_series(1, 400000)").await?;
+    /// // 400,000 groups do not fit in 16 MB inline: DataFusion's aggregate spills.
+    /// let sql = "SELECT k, count(*) FROM t GROUP BY k";
+    /// let rows: usize = ctx.tsjoin_sql(sql).await?.collect().await?.iter().map(|b| b.num_rows()).sum();
+    /// assert_eq!(rows, 400_000);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_memory_fallback(mut self, template: Arc<dyn ExecutionPlan>) -> Self {
+        if template.schema() == self.schema {
+            self.on_exhausted = Some(template);
+        }
+        self
+    }
+
     /// This operator with phase 1 reading Parquet dictionary codes
     /// (`DictionaryScan`) only if `enabled` (setting
     /// `tsjoin.inline_aggregate_dictionary_scan`, read when the plan is made
@@ -165,6 +204,7 @@ impl InlineAggregateExec {
             dictionary,
             dictionary_scan: self.dictionary_scan,
             fallback: self.fallback.clone(),
+            on_exhausted: self.on_exhausted.clone(),
             run: Mutex::new(Run::default()),
             spec: Arc::clone(&self.spec),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -286,6 +326,10 @@ impl ExecutionPlan for InlineAggregateExec {
             Arc::clone(&self.cache),
         )?
         .with_dictionary_scan(self.dictionary_scan);
+        let exec = match self.on_exhausted.as_ref().filter(|_| same) {
+            Some(t) => exec.with_memory_fallback(Arc::clone(t)),
+            None => exec,
+        };
         Ok(Arc::new(match self.fallback.as_ref().filter(|_| same) {
             Some(t) => exec.with_fallback(Arc::clone(t)),
             None => exec,
@@ -329,6 +373,7 @@ impl ExecutionPlan for InlineAggregateExec {
             schema: Arc::clone(&self.schema),
             dictionary: self.dictionary.clone(),
             fallback: self.fallback.clone(),
+            on_exhausted: self.on_exhausted.clone(),
             phase1,
             metrics_set: self.metrics.clone(),
             metrics: InlineAggregateMetrics::new(&self.metrics, partition),

@@ -16,7 +16,9 @@
 //! output partition (`stream.rs`). Over Parquet files with a
 //! dictionary-encoded key, phase 1 reads the key's codes itself
 //! (`dictionary_scan.rs`, `dictionary_codes.rs`, `fetched.rs`); with many
-//! groups it may hand over to DataFusion's aggregate (`fallback.rs`).
+//! groups it may hand over to DataFusion's aggregate (`fallback.rs`), and
+//! over the memory limit it runs that aggregate, which spills, instead
+//! (`exhausted.rs`).
 //!
 //! Files depend one way: `rule.rs ─▶ exec.rs ─▶ stream.rs ─▶
 //! dictionary_scan.rs, fallback.rs ─▶ table.rs ─▶ group_keys.rs, accumulate.rs`,
@@ -29,6 +31,7 @@ mod composite;
 mod dictionary_codes;
 mod dictionary_scan;
 mod exec;
+mod exhausted;
 mod fallback;
 mod fetched;
 mod group_keys;

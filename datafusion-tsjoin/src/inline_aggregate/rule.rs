@@ -160,7 +160,9 @@ fn inline(
         aggs,
         Arc::clone(top.properties()),
     )?
-    .with_dictionary_scan(dictionary_scan);
+    .with_dictionary_scan(dictionary_scan)
+    // Over the memory limit, DataFusion's aggregate (which spills) runs.
+    .with_memory_fallback(Arc::clone(node));
     // Composite keys win while their groups are few; by default a probe
     // decides at run time and falls back to this very plan when they are
     // many. `all_keys` keeps every key list inline (to compare).

@@ -13,6 +13,7 @@
 
 use super::accumulate::{InlineAgg, State, counts_array};
 use super::dictionary_scan::{DictionaryScan, Work};
+use super::exhausted::{Exhausted, Released};
 use super::fallback::{Fallback, Next, PROBE_ROWS, Probe};
 use super::metrics::InlineAggregateMetrics;
 use super::spec::AggregateSpec;
@@ -48,6 +49,10 @@ use tokio::sync::{OnceCell, mpsc};
 /// time and keep aggregating.
 pub const SPOOL_RATIO: f64 = 0.8;
 
+/// What a refusal of the fallback plan run over the memory limit says.
+const EXHAUSTED_CONTEXT: &str = "InlineAggregateExec went over the memory limit and \
+    ran DataFusion's spilling aggregate instead, which failed too";
+
 /// Largest size hint, in groups, for an output partition's table of
 /// passed-on rows.
 const MAX_ROWS_HINT: usize = 1 << 22;
@@ -65,7 +70,7 @@ pub(crate) struct Phase1 {
     /// The tables once every task is done, or the first task's error (kept
     /// for every output partition: the query fails with it, whichever
     /// partition reports first).
-    partials: OnceCell<std::result::Result<Arc<Vec<Partial>>, Arc<DataFusionError>>>,
+    partials: OnceCell<std::result::Result<Released<Vec<Partial>>, Arc<DataFusionError>>>,
     started: std::time::Instant,
     /// Input rows per output partition by the input's statistics (0 when
     /// unknown): the size hint for tables of passed-on rows.
@@ -73,6 +78,51 @@ pub(crate) struct Phase1 {
     /// The decision to fall back to DataFusion's aggregate, when the
     /// operator may.
     fallback: Option<Arc<Fallback>>,
+    /// DataFusion's aggregate to run when the memory pool refuses the
+    /// inline tables, when the operator has it.
+    exhausted: Option<Exhausted>,
+    /// Cloned by everything that holds inline state (phase-1 tasks, output
+    /// partitions' inline paths, merges): one count left means all is
+    /// freed.
+    holders: Arc<()>,
+}
+
+impl Phase1 {
+    /// Frees what the inline path holds for the fallback plan run when over
+    /// the memory limit: stops the phase-1 tasks (their tables are dropped)
+    /// and releases the finished tables (once merges in flight are done).
+    ///
+    /// Then waits (up to a second, yielding) until everything holding
+    /// inline state has dropped it, so that DataFusion's aggregate gets the
+    /// memory: aborted tasks and the other output partitions' inline paths
+    /// end at their next poll. The wait is bounded because a consumer may
+    /// not poll the other partitions until this one is done.
+    async fn release(&self) {
+        drop(std::mem::take(&mut *self.tasks.lock()));
+        if let Some(Ok(partials)) = self.partials.get() {
+            partials.release();
+        }
+        // Queues no output partition took: their rows go now.
+        let untaken: Vec<_> = self.queues.lock().iter_mut().map(Option::take).collect();
+        for (queue, reservation) in untaken.into_iter().zip(&self.queued) {
+            if queue.is_some() {
+                drop(queue);
+                reservation.free();
+            }
+        }
+        let start = std::time::Instant::now();
+        while Arc::strong_count(&self.holders) > 1
+            && start.elapsed() < std::time::Duration::from_secs(1)
+        {
+            tokio::task::yield_now().await;
+        }
+        // Every queue's receiver is gone with its holder: so are its rows.
+        if Arc::strong_count(&self.holders) == 1 {
+            for reservation in &self.queued {
+                reservation.free();
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Phase1 {
@@ -142,6 +192,8 @@ pub(super) struct StreamArgs {
     pub dictionary: Option<DictionaryScan>,
     /// The replaced aggregate, run instead when the groups are many.
     pub fallback: Option<Arc<dyn ExecutionPlan>>,
+    /// The replaced aggregate, run instead when over the memory limit.
+    pub on_exhausted: Option<Arc<dyn ExecutionPlan>>,
     /// The run's phase 1, shared by the output partitions.
     pub phase1: Arc<OnceCell<Arc<Phase1>>>,
     /// The operator's metrics (the dictionary scan registers its own).
@@ -161,6 +213,7 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
         schema,
         dictionary,
         fallback: template,
+        on_exhausted,
         phase1: cell,
         metrics_set: metrics,
         metrics: partition_metrics,
@@ -176,25 +229,48 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
     } = partition_metrics;
     let out_schema = Arc::clone(&schema);
     let batch_size = context.session_config().batch_size();
-    let stream = stream::once(async move {
+    let (restart_cell, restart_context, restart_metric) =
+        (Arc::clone(&cell), Arc::clone(&context), fell_back.clone());
+    let inline = async move {
         let phase1 = cell
-            .get_or_try_init(|| start(&input, dictionary.as_ref(), template, &spec, &context, &metrics))
+            .get_or_try_init(|| {
+                start(
+                    &input,
+                    dictionary.as_ref(),
+                    template,
+                    on_exhausted,
+                    &spec,
+                    &context,
+                    &metrics,
+                )
+            })
             .await?
             .clone();
+        // Held while this partition holds inline state (see `release`).
+        let holding = Arc::clone(&phase1.holders);
         if let Some(fallback) = &phase1.fallback
             && fallback.decision().await
         {
             fell_back.add(1);
             let tasks = || std::mem::take(&mut *phase1.tasks.lock());
-            let out: BoxStream<'static, Result<RecordBatch>> = fallback.plan(tasks).await?.execute(partition, context)?.boxed();
+            let out: BoxStream<'static, Result<RecordBatch>> = fallback
+                .plan(tasks)
+                .await?
+                .execute(partition, context)?
+                .boxed();
             return Ok(out);
         }
         let queue = phase1.queues.lock()[partition].take().ok_or_else(|| {
-            exec_datafusion_err!("InlineAggregateExec: partition {partition} executed twice")
+            exec_datafusion_err!(
+                "InlineAggregateExec: partition {partition} executed twice"
+            )
         })?;
         let reservation =
-            MemoryConsumer::new(format!("InlineAggregateExec[merge {partition}]")).register(context.memory_pool());
-        let table = aggregate_queue(queue, &phase1, &spec, partition, &merge_time, &reservation).await?;
+            MemoryConsumer::new(format!("InlineAggregateExec[merge {partition}]"))
+                .register(context.memory_pool());
+        let table =
+            aggregate_queue(queue, &phase1, &spec, partition, &merge_time, &reservation)
+                .await?;
         let partials = phase1
             .partials
             .get_or_init(|| async {
@@ -215,19 +291,53 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
                         })?);
                     }
                     phase1_time.add_duration(phase1.started.elapsed());
-                    Ok::<_, DataFusionError>(Arc::new(partials))
+                    Ok::<_, DataFusionError>(Released::new(partials))
                 };
                 joined.await.map_err(Arc::new)
             })
             .await
-            .clone()
-            .map_err(DataFusionError::Shared)?;
+            .as_ref()
+            .map_err(|e| DataFusionError::Shared(Arc::clone(e)))?
+            .get()?;
         let task = SpawnedTask::spawn_blocking(move || {
+            let _holding = holding;
             let _timer = merge_time.timer();
-            merge(&partials, table, &spec, partition, &schema, batch_size, &reservation)
+            merge(
+                &partials,
+                table,
+                &spec,
+                partition,
+                &schema,
+                batch_size,
+                &reservation,
+            )
         });
-        let batches = task.join().await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+        let batches = task
+            .join()
+            .await
+            .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
         Ok::<_, DataFusionError>(stream::iter(batches.into_iter().map(Ok)).boxed())
+    };
+    let stream = stream::once(async move {
+        let error = match inline.await {
+            Ok(out) => return Ok(out),
+            Err(e) => e,
+        };
+        // Over the memory limit (here or in another output partition): run
+        // DataFusion's spilling aggregate instead, if the operator has it.
+        let Some(phase1) = restart_cell.get() else {
+            return Err(error);
+        };
+        let Some(exhausted) = phase1.exhausted.as_ref().filter(|x| x.applies(&error))
+        else {
+            return Err(error);
+        };
+        phase1.release().await;
+        restart_metric.add(1);
+        let plan = exhausted.plan().await?;
+        let out = plan.execute(partition, restart_context)?;
+        // Its own refusal names both operators and the limit.
+        Ok(out.map_err(|e| e.context(EXHAUSTED_CONTEXT)).boxed())
     })
     .try_flatten()
     .inspect_ok(move |b| baseline.record_output(b.num_rows()));
@@ -243,6 +353,7 @@ async fn start(
     input: &Arc<dyn ExecutionPlan>,
     dictionary: Option<&DictionaryScan>,
     template: Option<Arc<dyn ExecutionPlan>>,
+    on_exhausted: Option<Arc<dyn ExecutionPlan>>,
     spec: &Arc<AggregateSpec>,
     context: &Arc<TaskContext>,
     metrics: &ExecutionPlanMetricsSet,
@@ -290,6 +401,8 @@ async fn start(
         started,
         rows_hint,
         fallback,
+        exhausted: on_exhausted.map(|t| Exhausted::new(t, Arc::clone(input))),
+        holders: Arc::new(()),
     });
     let senders = Senders {
         queues: senders,
@@ -303,6 +416,7 @@ async fn start(
         let spec = Arc::clone(spec);
         tasks.push(match &work {
             Some(work) => {
+                let holding = Arc::clone(&phase1.holders);
                 let task = scan_partition(
                     Arc::clone(work),
                     spec,
@@ -310,13 +424,16 @@ async fn start(
                     reservation,
                 );
                 SpawnedTask::spawn(async move {
+                    let _holding = holding;
                     task.await.map(|(rows, partial)| (rows, Some(partial)))
                 })
             }
             None => {
                 let stream = input.execute(p, Arc::clone(context))?;
                 let senders = senders.clone();
+                let holding = Arc::clone(&phase1.holders);
                 SpawnedTask::spawn(async move {
+                    let _holding = holding;
                     Ok((
                         0,
                         aggregate_partition(stream, spec, senders, reservation, probe)

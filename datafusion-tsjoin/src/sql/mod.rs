@@ -115,6 +115,14 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
             Ok(())
         }
         DFStatement::CreateExternalTable(cet) => {
+            // A corrupt footer panics the Parquet reader: say so first.
+            if cet.file_type.eq_ignore_ascii_case("parquet") {
+                for location in &cet.locations {
+                    if let Some(path) = crate::files::local_path(location) {
+                        crate::files::check_parquet_files(path)?;
+                    }
+                }
+            }
             let pos = cet
                 .options
                 .iter()
@@ -197,6 +205,10 @@ pub async fn plan_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<LogicalPlan
 /// query before the last is planned but not run: to run every query, take
 /// the statements from [`parse_sql`] to [`execute_statement`] one by one).
 pub async fn execute_sql(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
+    crate::files::contained(execute_script(ctx, sql)).await
+}
+
+async fn execute_script(ctx: &SessionContext, sql: &str) -> Result<DataFrame> {
     let statements = parse_sql(ctx, sql).await?;
     if statements.is_empty() {
         return Err(plan_datafusion_err!("no SQL statement given"));

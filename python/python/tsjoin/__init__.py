@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+import os
+from typing import Any, Mapping, Optional, Union
 
 from . import _tsjoin
 from ._tsjoin import ExecutionError, Result, SQLError, TsJoinError
@@ -47,9 +48,12 @@ class SessionContext:
     """A tsjoin session: tables, settings, and SQL with WINDOW JOIN.
 
     ``threads`` sets the partitions every query runs on (default: all cores),
-    ``memory_limit`` a memory budget in bytes (over it, a query fails with
-    :class:`ExecutionError`), ``settings`` any ``tsjoin.*`` or
-    ``datafusion.*`` setting, e.g. ``{"tsjoin.window_join_simd": False}``.
+    ``memory_limit`` a memory budget in bytes (past it DataFusion's sort and
+    aggregate spill to ``spill_dir``, default the system's temporary
+    directory, the inline GROUP BY hands over to DataFusion's, and an operator
+    that cannot spill fails with :class:`ExecutionError`), ``settings`` any
+    ``tsjoin.*`` or ``datafusion.*`` setting, e.g.
+    ``{"tsjoin.window_join_simd": False}``.
     """
 
     def __init__(
@@ -57,9 +61,11 @@ class SessionContext:
         threads: Optional[int] = None,
         memory_limit: Optional[int] = None,
         settings: Optional[Mapping[str, Any]] = None,
+        spill_dir: Optional[Union[str, os.PathLike]] = None,
     ) -> None:
         converted = {k: _setting(v) for k, v in (settings or {}).items()}
-        self._ctx = _tsjoin.SessionContext(threads, memory_limit, converted)
+        spill = None if spill_dir is None else os.fspath(spill_dir)
+        self._ctx = _tsjoin.SessionContext(threads, memory_limit, converted, spill)
 
     def set(self, key: str, value: Any) -> None:
         """Changes a setting, as SQL's ``SET key = value``."""
@@ -108,6 +114,7 @@ def connect(
     threads: Optional[int] = None,
     memory_limit: Optional[int] = None,
     settings: Optional[Mapping[str, Any]] = None,
+    spill_dir: Optional[Union[str, os.PathLike]] = None,
 ) -> SessionContext:
     """A new :class:`SessionContext` (DuckDB-style spelling)."""
-    return SessionContext(threads, memory_limit, settings)
+    return SessionContext(threads, memory_limit, settings, spill_dir)

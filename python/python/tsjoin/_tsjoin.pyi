@@ -24,7 +24,11 @@ class Result:
 
 class SessionContext:
     def __init__(
-        self, threads: Optional[int] = None, memory_limit: Optional[int] = None, settings: Optional[Mapping[str, str]] = None
+        self,
+        threads: Optional[int] = None,
+        memory_limit: Optional[int] = None,
+        settings: Optional[Mapping[str, str]] = None,
+        spill_dir: Optional[str] = None,
     ) -> None: ...
     def set(self, key: str, value: str) -> None: ...
     def get(self, key: str) -> str: ...
