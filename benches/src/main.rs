@@ -15,8 +15,8 @@ use tsjoin_bench::generate::{Workload, generate, is_generated};
 use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
-mod progress_cmd;
 mod fuzz_cmd;
+mod progress_cmd;
 mod scaling_cmd;
 mod soak_cmd;
 mod verify_cmd;

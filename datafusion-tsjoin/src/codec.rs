@@ -223,6 +223,10 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
     ) -> Result<Extension> {
         if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
             let node = crate::asof_join::proto::decode_node(rest, inputs, ctx, self)?;
+            return Ok(Extension {
+                node: Arc::new(node),
+            });
+        }
         if let Some((&TAIL_TAG, rest)) = buf.split_first() {
             let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
             let [input] = inputs else {
@@ -264,6 +268,7 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         {
             buf.push(ASOF_JOIN_TAG);
             return crate::asof_join::proto::encode_node(n, self, buf);
+        }
         if let Some(n) = node.node.as_any().downcast_ref::<TailNode>() {
             buf.push(TAIL_TAG);
             encode_range(n.range(), buf);
@@ -462,6 +467,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         }
         if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
             return crate::asof_join::proto::decode_exec(rest, inputs, ctx, self);
+        }
         if let Some((&TAIL_TAG, rest)) = buf.split_first() {
             let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
             let [input] = inputs else {
@@ -600,6 +606,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some(exec) = node.downcast_ref::<crate::asof_join::AsofJoinExec>() {
             buf.push(ASOF_JOIN_TAG);
             return crate::asof_join::proto::encode_exec(exec, self, buf);
+        }
         if let Some(exec) = node.downcast_ref::<TailExec>() {
             buf.push(TAIL_TAG);
             encode_range(exec.range(), buf);

@@ -32,8 +32,8 @@ pub mod progress;
 mod session;
 pub mod sort_through_filter;
 pub mod sql;
-mod temporal;
 pub mod tail;
+mod temporal;
 pub mod testing;
 pub mod window_join;
 
