@@ -8,6 +8,7 @@ mod explain;
 mod groupby;
 mod lifecycle;
 mod limits;
+mod percentile;
 mod slt;
 mod support;
 mod user_facing;
