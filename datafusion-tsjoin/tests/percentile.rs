@@ -89,7 +89,7 @@ fn column(rng: &mut StdRng, n: usize, double: bool) -> ArrayRef {
     let scale: f64 = [10.0, 1e3, 1e6, 1e12][rng.random_range(0..4)];
     let nulls = rng.random_range(0.0..0.3);
     let dups = rng.random_bool(0.3);
-    let mut draw = |rng: &mut StdRng| {
+    let draw = |rng: &mut StdRng| {
         // Log-normal-ish: a uniform exponent.
         let v = scale.powf(rng.random_range(0.0..1.0)) * rng.random_range(0.5..1.5);
         if dups { v.round() } else { v }

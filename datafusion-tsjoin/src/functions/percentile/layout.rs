@@ -165,7 +165,7 @@ fn next_down(x: f64) -> f64 {
 /// computes it (`p * 100` in binary64); one ulp is taken off before
 /// rounding up, which is why p = 0.07 over 1..100 reports 7, not 8.
 pub(crate) fn count_at_percentile(pct: f64, n: u64) -> u64 {
-    let requested = next_down(pct).max(0.0).min(100.0);
+    let requested = next_down(pct).clamp(0.0, 100.0);
     let fp = (requested * n as f64) / 100.0;
     (fp.ceil() as u64).max(1)
 }

@@ -122,7 +122,7 @@ impl Slots {
                     let (lo, hi) = map
                         .keys()
                         .fold((u32::MAX, 0), |(l, h), &k| (l.min(k), h.max(k)));
-                    if (hi - lo) as usize + 1 <= dense_limit(len) {
+                    if ((hi - lo) as usize) < dense_limit(len) {
                         let entries = self.entries();
                         *self = Self::from_entries(entries);
                     }
