@@ -15,6 +15,7 @@ use tsjoin_bench::generate::{Workload, generate, is_generated};
 use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
+mod percentile_cmd;
 mod scaling_cmd;
 
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
@@ -52,6 +53,9 @@ enum Command {
     /// Measure the WINDOW JOIN fast path at several thread counts: q1 from
     /// Parquet, q1 in memory (index build and probe apart), and the scan.
     WindowJoinScaling(scaling_cmd::ScalingArgs),
+    /// approx_percentile vs DataFusion, DuckDB, ClickHouse and Polars:
+    /// time and error per group count and input type.
+    Percentile(percentile_cmd::PercentileArgs),
     /// Run the grouped-aggregation benchmark: tsjoin's inline aggregate vs
     /// DataFusion's, DuckDB and Polars (generates the data when missing).
     Groupby(GroupbyArgs),
@@ -724,6 +728,7 @@ async fn main() {
             window_join(data.workload(), data.dir(), run).await
         }
         Command::WindowJoinScaling(args) => scaling_cmd::run(args).await,
+        Command::Percentile(args) => percentile_cmd::run(args).await,
         Command::Groupby(args) => groupby_bench(args).await,
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,
