@@ -16,6 +16,7 @@ use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
 mod fuzz_cmd;
+mod percentile_cmd;
 mod progress_cmd;
 mod scaling_cmd;
 mod soak_cmd;
@@ -63,6 +64,9 @@ enum Command {
     Fuzz(fuzz_cmd::FuzzArgs),
     /// Mixed concurrent queries on one session: throughput and memory over time.
     Soak(soak_cmd::SoakArgs),
+    /// approx_percentile vs DataFusion, DuckDB, ClickHouse and Polars:
+    /// time and error per group count and input type.
+    Percentile(percentile_cmd::PercentileArgs),
     /// Run the grouped-aggregation benchmark: tsjoin's inline aggregate vs
     /// DataFusion's, DuckDB and Polars (generates the data when missing).
     Groupby(GroupbyArgs),
@@ -741,6 +745,7 @@ async fn main() {
         Command::Verify(args) => verify_cmd::run_verify(args).await,
         Command::Fuzz(args) => fuzz_cmd::run_fuzz(args),
         Command::Soak(args) => soak_cmd::run_soak(args).await,
+        Command::Percentile(args) => percentile_cmd::run(args).await,
         Command::Groupby(args) => groupby_bench(args).await,
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,

@@ -1,7 +1,7 @@
 //! Enabling tsjoin on a session, and the SQL entry point.
 
 use crate::config::{TimestampRegistry, TsJoinOptions};
-use crate::functions::first_last_udafs;
+use crate::functions::{first_last_udafs, percentile_udafs};
 use crate::inline_aggregate::InlineAggregateRule;
 use crate::offset_topk::OffsetTopK;
 use crate::sql::{
@@ -55,7 +55,7 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         config = config.with_extension(Arc::clone(&registry));
         *self.config() = Some(config);
         let aggregates = self.aggregate_functions().get_or_insert_with(Vec::new);
-        for f in first_last_udafs() {
+        for f in first_last_udafs().into_iter().chain(percentile_udafs()) {
             if !aggregates.iter().any(|a| a.name() == f.name()) {
                 aggregates.push(f);
             }

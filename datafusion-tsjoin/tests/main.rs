@@ -14,6 +14,7 @@ mod lifecycle;
 mod limit_diff;
 mod limits;
 mod memory;
+mod percentile;
 mod progress;
 mod slt;
 mod support;

@@ -2,7 +2,11 @@
 
 mod first_last;
 mod known;
+mod percentile;
 
 pub(crate) use first_last::Position;
 pub use first_last::{FirstLast, first_last_udafs};
 pub(crate) use known::KnownAggregate;
+pub use percentile::{
+    ApproxPercentile, HDR_MEDIAN, percentile_udafs, rename_approx_median,
+};

@@ -90,6 +90,8 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
                 aggregates.insert(name.to_lowercase());
                 aggregates.extend(f.aliases().iter().map(|a| a.to_lowercase()));
             }
+            // QuestDB's approx_median, not DataFusion's (functions/percentile).
+            crate::functions::rename_approx_median(s);
             ast::rewrite_statement(
                 s,
                 &AstContext {

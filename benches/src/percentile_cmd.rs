@@ -1,0 +1,301 @@
+//! `tsjoin-bench percentile`: `approx_percentile` (QuestDB's HdrHistogram)
+//! side by side with DataFusion's `approx_percentile_cont` and, through
+//! Python, DuckDB, ClickHouse (chdb) and Polars; time and the largest
+//! relative error against the exact nearest-rank percentile, per cell.
+//!
+//! Data: `--rows` rows (5M; `--rows 50000000` for the large run), keys
+//! uniform over `G` groups, log-normal latencies (median 1000, sigma 1) as
+//! BIGINT microseconds (`li`) and as DOUBLE milliseconds (`lf`).
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::datasource::MemTable;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{AggregateUDF, col, lit};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_tsjoin::functions::ApproxPercentile;
+use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What `percentile` runs.
+#[derive(clap::Args)]
+pub struct PercentileArgs {
+    /// Rows of the table.
+    #[arg(long, default_value_t = 5_000_000)]
+    rows: usize,
+    /// Group counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,1000,100000,1000000")]
+    groups: Vec<usize>,
+    /// Threads (target partitions) for every engine.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Runs per cell; the best counts.
+    #[arg(long, default_value_t = 2)]
+    runs: usize,
+    /// DataFusion's `approx_percentile_cont` only up to this many groups
+    /// (it has no GroupsAccumulator: 14.5 s at 100K groups on 2 cores).
+    #[arg(long, default_value_t = 1000)]
+    datafusion_max_groups: usize,
+    /// Skip the Python peers.
+    #[arg(long)]
+    no_peers: bool,
+    /// Where the Parquet copies for the peers go.
+    #[arg(long, default_value = "benches/data/percentile")]
+    dir: PathBuf,
+}
+
+/// SplitMix64, so that every engine reads the same numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    /// A standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        (-2.0 * self.unit().ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
+    }
+}
+
+fn table(rows: usize, groups: usize, parts: usize) -> Vec<Vec<RecordBatch>> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("li", DataType::Int64, false),
+        Field::new("lf", DataType::Float64, false),
+    ]));
+    let mut rng = Rng(23);
+    let mut out = vec![vec![]; parts];
+    let batch = 65_536;
+    for (i, start) in (0..rows).step_by(batch).enumerate() {
+        let n = batch.min(rows - start);
+        let mut k = Vec::with_capacity(n);
+        let mut li = Vec::with_capacity(n);
+        let mut lf = Vec::with_capacity(n);
+        for _ in 0..n {
+            k.push((rng.next() % groups as u64) as i64);
+            let v = (1000f64.ln() + rng.normal()).exp();
+            li.push(v.round() as i64);
+            lf.push(v / 1000.0);
+        }
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(k)),
+            Arc::new(Int64Array::from(li)),
+            Arc::new(Float64Array::from(lf)),
+        ];
+        out[i % parts].push(RecordBatch::try_new(schema.clone(), cols).unwrap());
+    }
+    out
+}
+
+/// The exact nearest-rank p-th percentile of every group.
+fn exact(parts: &[Vec<RecordBatch>], column: usize, p: f64) -> HashMap<i64, f64> {
+    let mut by: HashMap<i64, Vec<f64>> = HashMap::new();
+    for b in parts.iter().flatten() {
+        let k = b.column(0).as_primitive::<Int64Type>();
+        let v = b.column(column);
+        for i in 0..b.num_rows() {
+            let x = match v.data_type() {
+                DataType::Int64 => v.as_primitive::<Int64Type>().value(i) as f64,
+                _ => v.as_primitive::<Float64Type>().value(i),
+            };
+            by.entry(k.value(i)).or_default().push(x);
+        }
+    }
+    by.into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let r = ((p * 100.0 * v.len() as f64) / 100.0).ceil().max(1.0) as usize;
+            (k, v[r.min(v.len()) - 1])
+        })
+        .collect()
+}
+
+/// The largest relative error of `got` (key, answer) against `want`.
+fn max_error(got: &[RecordBatch], want: &HashMap<i64, f64>) -> f64 {
+    let mut worst = 0f64;
+    for b in got {
+        let k = b.column(0).as_primitive::<Int64Type>();
+        let v = b.column(1);
+        for i in 0..b.num_rows() {
+            let a = match v.data_type() {
+                DataType::List(_) => {
+                    let l = v.as_list::<i32>().value(i);
+                    l.as_primitive::<Float64Type>().value(2)
+                }
+                DataType::Float32 => v
+                    .as_primitive::<datafusion::arrow::datatypes::Float32Type>()
+                    .value(i) as f64,
+                _ => v.as_primitive::<Float64Type>().value(i),
+            };
+            if let Some(&e) = want.get(&k.value(i))
+                && e > 0.0
+            {
+                worst = worst.max((a - e).abs() / e);
+            }
+        }
+    }
+    worst
+}
+
+async fn time_df<F, Fut>(runs: usize, make: F) -> Result<(f64, Vec<RecordBatch>)>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<datafusion::dataframe::DataFrame>>,
+{
+    let mut best = f64::INFINITY;
+    let mut last = vec![];
+    for _ in 0..runs {
+        let t = Instant::now();
+        last = make().await?.collect().await?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok((best, last))
+}
+
+const PEERS: &str = r#"
+import json, sys, time
+import duckdb, chdb, polars as pl
+path, col, runs, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+con = duckdb.connect(); con.execute(f"SET threads={threads}")
+con.execute(f"CREATE TABLE t AS SELECT * FROM '{path}'")
+con.execute(f"CREATE TABLE ex AS SELECT k, list_sort(list({col}))[CAST(ceil(99.0*count(*)/100.0) AS BIGINT)] AS e FROM t GROUP BY k")
+def err(res):
+    con.register("res", res)
+    v = con.execute("SELECT max(abs(CAST(r.a AS DOUBLE) - e) / e) FROM res r JOIN ex USING (k) WHERE e > 0").fetchone()[0]
+    con.unregister("res"); return v
+def best(f):
+    b, out = 1e9, None
+    for _ in range(runs):
+        s = time.perf_counter(); out = f(); b = min(b, time.perf_counter() - s)
+    return b, out
+out = {}
+for name, q in [("DuckDB approx_quantile", f"SELECT k, approx_quantile({col}, 0.99) AS a FROM t GROUP BY k"),
+                ("DuckDB quantile_disc (exact)", f"SELECT k, quantile_disc({col}, 0.99) AS a FROM t GROUP BY k")]:
+    s, r = best(lambda: con.execute(q).arrow())
+    out[name] = (s, err(r))
+settings = f"SETTINGS max_threads={threads}"
+for name, fn in [("ClickHouse quantileTiming", "quantileTiming(0.99)"), ("ClickHouse quantileTDigest", "quantileTDigest(0.99)"), ("ClickHouse quantileDD", "quantileDD(0.01, 0.99)")]:
+    q = f"SELECT k, {fn}({col}) AS a FROM file('{path}', Parquet) GROUP BY k {settings}"
+    chdb.query(q, "Null")
+    s, r = best(lambda: chdb.query(q, "ArrowTable"))
+    out[name] = (s, err(r))
+df = pl.read_parquet(path)
+s, r = best(lambda: df.group_by("k").agg(pl.col(col).quantile(0.99, interpolation="nearest").alias("a")))
+out["Polars quantile nearest (exact)"] = (s, err(r.to_arrow()))
+print(json.dumps(out))
+"#;
+
+/// Runs the benchmark and prints a markdown table per group count.
+pub async fn run(args: PercentileArgs) -> Result<()> {
+    std::fs::create_dir_all(&args.dir)?;
+    let udf = Arc::new(AggregateUDF::new_from_impl(ApproxPercentile::percentile()));
+    println!(
+        "rows {}, threads {}, best of {}; error = max over groups of |answer - exact| / exact (exact: nearest-rank p99)\n",
+        args.rows, args.threads, args.runs
+    );
+    for &g in &args.groups {
+        let parts = table(args.rows, g, args.threads);
+        let ctx: SessionContext =
+            tsjoin_context(SessionConfig::new().with_target_partitions(args.threads));
+        let schema = parts[0][0].schema();
+        ctx.register_table("lat", Arc::new(MemTable::try_new(schema, parts.clone())?))?;
+        println!(
+            "### {g} groups\n\n| engine | input | ms | max rel error |\n|---|---|---|---|"
+        );
+        for (ci, column) in [(1usize, "li"), (2, "lf")] {
+            let input = if ci == 1 { "BIGINT" } else { "DOUBLE" };
+            let want = exact(&parts, ci, 0.99);
+            let mut cells: Vec<(String, f64, f64)> = vec![];
+            for precision in [2, 3] {
+                let sql = format!(
+                    "SELECT k, approx_percentile({column}, 0.99, {precision}) FROM lat GROUP BY k"
+                );
+                let (s, r) = time_df(args.runs, || ctx.tsjoin_sql(&sql)).await?;
+                cells.push((
+                    format!("tsjoin approx_percentile p99, precision {precision}"),
+                    s,
+                    max_error(&r, &want),
+                ));
+            }
+            let ps = ScalarValue::List(ScalarValue::new_list_nullable(
+                &[0.5, 0.9, 0.99].map(|p| ScalarValue::Float64(Some(p))),
+                &DataType::Float64,
+            ));
+            let (s, r) = time_df(args.runs, || async {
+                ctx.table("lat").await?.aggregate(
+                    vec![col("k")],
+                    vec![udf.call(vec![col(column), lit(ps.clone()), lit(3i64)])],
+                )
+            })
+            .await?;
+            cells.push((
+                "tsjoin approx_percentile [p50, p90, p99], precision 3".into(),
+                s,
+                max_error(&r, &want),
+            ));
+            if g <= args.datafusion_max_groups {
+                let sql = format!(
+                    "SELECT k, approx_percentile_cont({column}, 0.99) FROM lat GROUP BY k"
+                );
+                let (s, r) = time_df(args.runs, || ctx.sql(&sql)).await?;
+                cells.push((
+                    "DataFusion approx_percentile_cont".into(),
+                    s,
+                    max_error(&r, &want),
+                ));
+            }
+            if !args.no_peers {
+                let path = args.dir.join(format!("lat-{}-{g}.parquet", args.rows));
+                if !path.exists() {
+                    ctx.table("lat")
+                        .await?
+                        .write_parquet(
+                            path.to_str().unwrap(),
+                            DataFrameWriteOptions::new().with_single_file_output(true),
+                            None,
+                        )
+                        .await?;
+                }
+                let out = std::process::Command::new("python3")
+                    .args(["-c", PEERS, path.to_str().unwrap(), column])
+                    .args([args.runs.to_string(), args.threads.to_string()])
+                    .output()
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                match serde_json::from_slice::<HashMap<String, (f64, Option<f64>)>>(
+                    &out.stdout,
+                ) {
+                    Ok(peers) => {
+                        let mut peers: Vec<_> = peers.into_iter().collect();
+                        peers.sort_by(|a, b| a.0.cmp(&b.0));
+                        for (name, (s, e)) in peers {
+                            cells.push((name, s, e.unwrap_or(f64::NAN)));
+                        }
+                    }
+                    Err(_) => eprintln!(
+                        "peers failed: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                }
+            }
+            for (name, s, e) in cells {
+                println!("| {name} | {input} | {:.0} | {e:.1e} |", s * 1000.0);
+            }
+        }
+        println!();
+    }
+    Ok(())
+}

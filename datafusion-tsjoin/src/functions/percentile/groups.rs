@@ -1,0 +1,242 @@
+//! The `GroupsAccumulator`: every group's histogram in one accumulator, in
+//! the compact [`Slots`] representation, with exact merges of partial
+//! states (so answers do not depend on partitioning or thread count).
+
+use super::histogram::{
+    ExpRange, Kind, NO_RANGE, Spec, double_key, evaluate, merge_double_key,
+    negative_int_error,
+};
+use super::slots::Slots;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BinaryBuilder, BooleanArray, Float64Builder, ListBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
+use datafusion::common::{Result, internal_err};
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use std::mem::size_of;
+use std::sync::Arc;
+
+/// `approx_percentile` over many groups.
+#[derive(Debug)]
+pub(crate) struct PercentileGroups {
+    spec: Arc<Spec>,
+    groups: Vec<Slots>,
+    /// Double input only: each group's exponent range.
+    ranges: Vec<ExpRange>,
+    /// Heap bytes of all groups' slots.
+    heap: usize,
+}
+
+impl PercentileGroups {
+    pub fn new(spec: Arc<Spec>) -> Self {
+        Self {
+            spec,
+            groups: vec![],
+            ranges: vec![],
+            heap: 0,
+        }
+    }
+
+    fn resize(&mut self, total: usize) {
+        if self.groups.len() < total {
+            self.groups.resize_with(total, Slots::default);
+            if self.spec.kind == Kind::Double {
+                self.ranges.resize(total, NO_RANGE);
+            }
+        }
+    }
+
+    #[cold]
+    fn add_slow(&mut self, g: usize, key: u32, n: u64) {
+        let s = &mut self.groups[g];
+        self.heap -= s.heap_size();
+        s.add_n(key, n);
+        self.heap += s.heap_size();
+    }
+
+    #[inline]
+    fn add(&mut self, g: usize, key: u32) {
+        if !self.groups[g].add_fast(key) {
+            self.add_slow(g, key, 1);
+        }
+    }
+}
+
+/// Row `i` counts: not NULL and not filtered out.
+#[inline]
+fn keep(values: &dyn Array, filter: Option<&BooleanArray>, i: usize) -> bool {
+    values.is_valid(i) && filter.is_none_or(|f| f.is_valid(i) && f.value(i))
+}
+
+impl GroupsAccumulator for PercentileGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.resize(total_num_groups);
+        let values = &values[0];
+        let all = values.null_count() == 0 && opt_filter.is_none();
+        let layout = self.spec.layout;
+        match values.data_type() {
+            DataType::Int64 => {
+                let a = values.as_primitive::<Int64Type>().values();
+                for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
+                    if all || keep(values, opt_filter, i) {
+                        if v < 0 {
+                            return Err(negative_int_error());
+                        }
+                        self.add(g, layout.int_key(v as u64));
+                    }
+                }
+            }
+            DataType::UInt64 => {
+                let a = values.as_primitive::<UInt64Type>().values();
+                for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
+                    if all || keep(values, opt_filter, i) {
+                        self.add(g, layout.int_key(v));
+                    }
+                }
+            }
+            DataType::Float64 => {
+                let a = values.as_primitive::<Float64Type>().values();
+                for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
+                    if v.is_finite() && (all || keep(values, opt_filter, i)) {
+                        let k = double_key(&layout, v, &mut self.ranges[g])?;
+                        self.add(g, k);
+                    }
+                }
+            }
+            t => return internal_err!("approx_percentile got input type {t}"),
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let groups = emit_to.take_needed(&mut self.groups);
+        if self.spec.kind == Kind::Double {
+            emit_to.take_needed(&mut self.ranges);
+        }
+        self.heap -= groups.iter().map(Slots::heap_size).sum::<usize>();
+        let mut answers = Vec::with_capacity(self.spec.ps.len());
+        if !self.spec.list {
+            let mut b = Float64Builder::with_capacity(groups.len());
+            for s in &groups {
+                answers.clear();
+                evaluate(&self.spec, s, &mut answers);
+                b.append_option(answers[0]);
+            }
+            return Ok(Arc::new(b.finish()) as ArrayRef);
+        }
+        let mut b = ListBuilder::with_capacity(Float64Builder::new(), groups.len());
+        for s in &groups {
+            answers.clear();
+            evaluate(&self.spec, s, &mut answers);
+            if answers.iter().any(Option::is_none) {
+                b.append_null();
+            } else {
+                b.values().extend(answers.iter().copied());
+                b.append(true);
+            }
+        }
+        Ok(Arc::new(b.finish()))
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let groups = emit_to.take_needed(&mut self.groups);
+        if self.spec.kind == Kind::Double {
+            emit_to.take_needed(&mut self.ranges);
+        }
+        self.heap -= groups.iter().map(Slots::heap_size).sum::<usize>();
+        let mut b = BinaryBuilder::with_capacity(groups.len(), groups.len() * 8);
+        let mut buf = vec![];
+        for s in &groups {
+            buf.clear();
+            s.encode(&mut buf);
+            b.append_value(&buf);
+        }
+        Ok(vec![Arc::new(b.finish())])
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.resize(total_num_groups);
+        let states = values[0].as_binary::<i32>();
+        let layout = self.spec.layout;
+        let double = self.spec.kind == Kind::Double;
+        for (i, &g) in group_indices.iter().enumerate() {
+            if states.is_null(i) {
+                continue;
+            }
+            let mut err = Ok(());
+            let ok = Slots::decode(states.value(i), |k, c| {
+                if double && err.is_ok() {
+                    err = merge_double_key(&layout, k, &mut self.ranges[g]);
+                }
+                self.add_slow(g, k, c);
+            });
+            err?;
+            if ok.is_none() {
+                return internal_err!("corrupt approx_percentile state");
+            }
+        }
+        Ok(())
+    }
+
+    /// Each row its own one-value state (DataFusion skips partial
+    /// aggregation this way when it does not reduce the rows).
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        let values = &values[0];
+        let layout = self.spec.layout;
+        let mut b = BinaryBuilder::with_capacity(values.len(), values.len() * 3);
+        let mut buf = vec![];
+        for i in 0..values.len() {
+            buf.clear();
+            if keep(values, opt_filter, i) {
+                let key = match values.data_type() {
+                    DataType::Int64 => {
+                        let v = values.as_primitive::<Int64Type>().value(i);
+                        if v < 0 {
+                            return Err(negative_int_error());
+                        }
+                        Some(layout.int_key(v as u64))
+                    }
+                    DataType::UInt64 => {
+                        Some(layout.int_key(values.as_primitive::<UInt64Type>().value(i)))
+                    }
+                    DataType::Float64 => {
+                        let v = values.as_primitive::<Float64Type>().value(i);
+                        let mut range = NO_RANGE;
+                        v.is_finite()
+                            .then(|| double_key(&layout, v, &mut range))
+                            .transpose()?
+                    }
+                    t => return internal_err!("approx_percentile got input type {t}"),
+                };
+                if let Some(k) = key {
+                    let mut one = Slots::default();
+                    one.add(k);
+                    one.encode(&mut buf);
+                }
+            }
+            b.append_value(&buf);
+        }
+        Ok(vec![Arc::new(b.finish())])
+    }
+
+    fn size(&self) -> usize {
+        self.heap
+            + self.groups.capacity() * size_of::<Slots>()
+            + self.ranges.capacity() * size_of::<ExpRange>()
+    }
+}

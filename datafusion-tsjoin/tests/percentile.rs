@@ -1,0 +1,341 @@
+//! `approx_percentile` / `approx_median` against an obviously correct
+//! reference: sort each group's values, take QuestDB's nearest rank, round
+//! it to its HdrHistogram bucket's highest (p = 0: lowest) equivalent
+//! value. Random data (NULLs, NaN, zeros, duplicates, skewed keys, wide
+//! ranges), random precision and p, 1..4 partitions and random batch
+//! sizes: the answers are exact, hence the same at any parallelism.
+
+use crate::support::{case_count, context};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::datasource::MemTable;
+use datafusion::functions_aggregate::expr_fn::count;
+use datafusion::logical_expr::{AggregateUDF, col, lit};
+use datafusion::prelude::SessionContext;
+use datafusion_tsjoin::TsJoinContextExt;
+use datafusion_tsjoin::functions::ApproxPercentile;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// `subBucketCountMagnitude` per precision.
+const M: [u32; 6] = [1, 5, 8, 11, 15, 18];
+
+/// Java's `getValueAtPercentile` rank (one ulp off before rounding up).
+fn rank(p: f64, n: usize) -> usize {
+    let pct = p * 100.0;
+    let down = if pct == 0.0 {
+        -f64::from_bits(1)
+    } else {
+        f64::from_bits(pct.to_bits() - 1)
+    };
+    let req = down.clamp(0.0, 100.0);
+    (((req * n as f64) / 100.0).ceil() as usize).max(1)
+}
+
+/// HdrHistogram's highest (or lowest) value equivalent to integer `v`:
+/// buckets hold `2^m` values at first, then double in width.
+fn equivalent(v: u64, m: u32, lowest: bool) -> u64 {
+    let mut width = 1u64;
+    while (v as u128) >= (1u128 << m) * width as u128 {
+        width *= 2;
+    }
+    let lo = v / width * width;
+    if lowest { lo } else { lo + (width - 1) }
+}
+
+fn reference_int(values: &[i64], p: f64, precision: usize) -> Option<f64> {
+    let mut v: Vec<i64> = values.to_vec();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    let x = v[rank(p, v.len()) - 1] as u64;
+    Some(equivalent(x, M[precision], p * 100.0 == 0.0) as f64)
+}
+
+/// DoubleHistogram: values are scaled so that the lowest positive one's
+/// power of two lands on `2^(m-1)`, truncated to integers, and reported
+/// back through the same scale.
+fn reference_double(values: &[f64], p: f64, precision: usize) -> Option<f64> {
+    let mut v: Vec<f64> = values.to_vec();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let x = v[rank(p, v.len()) - 1];
+    if x == 0.0 {
+        return Some(0.0);
+    }
+    let min_pos = v.iter().copied().find(|&y| y > 0.0).unwrap();
+    let e_min = min_pos.log2().floor() as i32;
+    // log2 can round across a power of two; fix it exactly.
+    let e_min = (e_min - 1..=e_min + 1)
+        .rev()
+        .find(|&e| 2f64.powi(e) <= min_pos)
+        .unwrap();
+    let k = e_min - (M[precision] as i32 - 1);
+    let int = (x * 2f64.powi(-k)).floor() as u64;
+    Some(equivalent(int, M[precision], p * 100.0 == 0.0) as f64 * 2f64.powi(k))
+}
+
+/// A random value column: integers or doubles, with NULLs (and NaN, inf
+/// and zeros for doubles), over a random range.
+fn column(rng: &mut StdRng, n: usize, double: bool) -> ArrayRef {
+    let scale: f64 = [10.0, 1e3, 1e6, 1e12][rng.random_range(0..4)];
+    let nulls = rng.random_range(0.0..0.3);
+    let dups = rng.random_bool(0.3);
+    let draw = |rng: &mut StdRng| {
+        // Log-normal-ish: a uniform exponent.
+        let v = scale.powf(rng.random_range(0.0..1.0)) * rng.random_range(0.5..1.5);
+        if dups { v.round() } else { v }
+    };
+    if double {
+        Arc::new(Float64Array::from_iter((0..n).map(|_| {
+            if rng.random_bool(nulls) {
+                return None;
+            }
+            Some(match rng.random_range(0..40) {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => 0.0,
+                _ => draw(rng),
+            })
+        })))
+    } else {
+        Arc::new(Int64Array::from_iter(
+            (0..n).map(|_| (!rng.random_bool(nulls)).then(|| draw(rng) as i64)),
+        ))
+    }
+}
+
+fn split(rng: &mut StdRng, batch: &RecordBatch, parts: usize) -> Vec<Vec<RecordBatch>> {
+    let mut out = vec![vec![]; parts];
+    let mut at = 0;
+    while at < batch.num_rows() {
+        let len = rng.random_range(1..=300).min(batch.num_rows() - at);
+        out[rng.random_range(0..parts)].push(batch.slice(at, len));
+        at += len;
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_the_reference_at_any_partitioning() {
+    let mut rng = StdRng::seed_from_u64(23);
+    let cases = case_count("TSJOIN_PERCENTILE_CASES", 120);
+    for case in 0..cases {
+        let double = rng.random_bool(0.5);
+        let rows = rng.random_range(0..3000);
+        let groups = [1i64, 7, 60, 1000][rng.random_range(0..4)];
+        let keys = Int64Array::from_iter_values((0..rows).map(|_| {
+            // Skewed: half the rows in group 0.
+            if rng.random_bool(0.5) {
+                0
+            } else {
+                rng.random_range(0..groups)
+            }
+        }));
+        let values = column(&mut rng, rows, double);
+        let precision = rng.random_range(0..=5usize);
+        let p = match rng.random_range(0..5) {
+            0 => 0.0,
+            1 => 1.0,
+            2 => 0.99,
+            _ => rng.random_range(0.0..=1.0),
+        };
+        // The reference, group by group.
+        let mut by_key: BTreeMap<i64, (Vec<i64>, Vec<f64>)> = BTreeMap::new();
+        for r in 0..rows {
+            let e = by_key.entry(keys.value(r)).or_default();
+            if values.is_null(r) {
+                continue;
+            }
+            if double {
+                let v = values.as_primitive::<Float64Type>().value(r);
+                if v.is_finite() {
+                    e.1.push(v);
+                }
+            } else {
+                e.0.push(
+                    values
+                        .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                        .value(r),
+                );
+            }
+        }
+        let want: Vec<(i64, Option<f64>)> = by_key
+            .iter()
+            .map(|(&k, (ints, doubles))| {
+                let r = if double {
+                    reference_double(doubles, p, precision)
+                } else {
+                    reference_int(ints, p, precision)
+                };
+                (k, r)
+            })
+            .collect();
+        // The relative error bound: one bucket, 2^-(m-1) of the exact value.
+        for ((_, (ints, doubles)), (_, got)) in by_key.iter().zip(&want) {
+            let exact = if double {
+                let mut d = doubles.clone();
+                d.sort_by(f64::total_cmp);
+                d.get(rank(p, d.len().max(1)) - 1).copied()
+            } else {
+                let mut d = ints.clone();
+                d.sort_unstable();
+                d.get(rank(p, d.len().max(1)) - 1).map(|&v| v as f64)
+            };
+            if let (Some(exact), Some(got)) = (exact, got)
+                && exact > 0.0
+            {
+                let bound = 2f64.powi(-(M[precision] as i32 - 1));
+                let err = (got - exact).abs() / exact;
+                assert!(
+                    err <= bound,
+                    "case {case}: {got} vs exact {exact}, bound {bound}"
+                );
+            }
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", values.data_type().clone(), true),
+        ]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(keys), values]).unwrap();
+        for parts in 1..=4 {
+            let ctx = context(parts);
+            let table = MemTable::try_new(schema.clone(), split(&mut rng, &batch, parts))
+                .unwrap();
+            ctx.register_table("t", Arc::new(table)).unwrap();
+            let sql = format!(
+                "SELECT k, approx_percentile(v, {p:?}, {precision}) FROM t GROUP BY k ORDER BY k"
+            );
+            let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
+            let got: Vec<(i64, Option<f64>)> = batches
+                .iter()
+                .flat_map(|b| {
+                    let k = b
+                        .column(0)
+                        .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                        .clone();
+                    let v = b.column(1).as_primitive::<Float64Type>().clone();
+                    (0..b.num_rows())
+                        .map(move |i| (k.value(i), v.is_valid(i).then(|| v.value(i))))
+                })
+                .collect();
+            assert_eq!(
+                got, want,
+                "case {case}: {sql} double={double} rows={rows} partitions={parts}"
+            );
+        }
+    }
+}
+
+/// `tsjoin_sql` gives QuestDB's `approx_median`, `SessionContext::sql`
+/// keeps DataFusion's t-digest one; both columns are named as written.
+#[tokio::test]
+async fn approx_median_is_questdbs_in_tsjoin_sql_and_datafusions_in_sql() {
+    let ctx = context(2);
+    let sql = "SELECT approx_median(x) FROM (VALUES (1.0), (2.0), (3.0), (100.0)) t(x)";
+    let ours = ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap();
+    let theirs = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    for b in [&ours, &theirs] {
+        assert_eq!(b[0].schema().field(0).name(), "approx_median(t.x)");
+    }
+    let value = |b: &[RecordBatch]| b[0].column(0).as_primitive::<Float64Type>().value(0);
+    // HdrHistogram at precision 1: the 2nd value, 2.0, reported as the
+    // highest value of its bucket (scale 2^-4): 2.0625.
+    assert_eq!(value(&ours), 2.0625);
+    // DataFusion's t-digest: the value itself.
+    assert_eq!(value(&theirs), 2.0);
+    // Negative values: DataFusion's answers, QuestDB's error.
+    let neg = "SELECT approx_median(x) FROM (VALUES (-1.0), (2.0)) t(x)";
+    assert!(ctx.sql(neg).await.unwrap().collect().await.is_ok());
+    let err = ctx
+        .tsjoin_sql(neg)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Negative values cannot be recorded"),
+        "{err}"
+    );
+    // QuestDB's median is callable by its own name from plain SQL too.
+    let direct = ctx
+        .sql(
+            "SELECT approx_median_hdr(x) FROM (VALUES (1.0), (2.0), (3.0), (100.0)) t(x)",
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(value(&direct), 2.0625);
+}
+
+/// The array form: several percentiles from one histogram, a list per
+/// group (through the DataFrame API: SQL `ARRAY[...]` needs DataFusion's
+/// `nested_expressions` feature).
+#[tokio::test]
+async fn array_form_gives_a_list_per_group() {
+    let ctx: SessionContext = context(3);
+    ctx.tsjoin_sql(
+        "CREATE TABLE t AS SELECT value % 2 AS k, value AS v FROM generate_series(1, 1000)",
+    )
+    .await
+    .unwrap();
+    let ps = ScalarValue::List(ScalarValue::new_list_nullable(
+        &[0.5, 0.9, 0.99].map(|p| ScalarValue::Float64(Some(p))),
+        &DataType::Float64,
+    ));
+    let f = Arc::new(AggregateUDF::new_from_impl(ApproxPercentile::percentile()));
+    let df = ctx
+        .table("t")
+        .await
+        .unwrap()
+        .aggregate(
+            vec![col("k")],
+            vec![
+                f.call(vec![col("v"), lit(ps), lit(3i64)]).alias("ps"),
+                count(col("v")).alias("n"),
+            ],
+        )
+        .unwrap()
+        .sort(vec![col("k").sort(true, true)])
+        .unwrap();
+    let batches = df.collect().await.unwrap();
+    let lists = batches[0].column(1).as_list::<i32>();
+    let row = |i: usize| {
+        lists
+            .value(i)
+            .as_primitive::<Float64Type>()
+            .values()
+            .to_vec()
+    };
+    // Evens 2..1000 and odds 1..999, 500 each: ranks 250, 450, 495.
+    assert_eq!(row(0), [500.0, 900.0, 990.0]);
+    assert_eq!(row(1), [499.0, 899.0, 989.0]);
+    // An invalid element fails at planning.
+    let bad = ScalarValue::List(ScalarValue::new_list_nullable(
+        &[ScalarValue::Float64(Some(1.5))],
+        &DataType::Float64,
+    ));
+    let err = ctx
+        .table("t")
+        .await
+        .unwrap()
+        .aggregate(vec![], vec![f.call(vec![col("v"), lit(bad)])])
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("invalid percentile"), "{err}");
+}
