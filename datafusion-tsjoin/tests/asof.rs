@@ -41,26 +41,8 @@ fn batch(rows: &[Row]) -> RecordBatch {
     .unwrap()
 }
 
-/// Contiguous partitions of small random batches (input order is the rows'
-/// order, partition after partition).
 fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> {
-    let mut out = vec![vec![]; parts];
-    let mut start = 0;
-    for (p, part) in out.iter_mut().enumerate() {
-        let end = if p + 1 == parts {
-            rows.len()
-        } else {
-            rng.random_range(start..=rows.len())
-        };
-        let mut s = start;
-        while s < end {
-            let e = (s + rng.random_range(1..=9)).min(end);
-            part.push(batch(&rows[s..e]));
-            s = e;
-        }
-        start = end;
-    }
-    out
+    crate::support::split(rng, rows, parts, 9, batch)
 }
 
 fn random_rows(

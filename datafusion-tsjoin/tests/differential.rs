@@ -27,24 +27,7 @@ pub fn random_rows(rng: &mut StdRng, n: usize, span: i64, keys: i64) -> Vec<Row>
 }
 
 fn split(rng: &mut StdRng, rows: &[Row], parts: usize) -> Vec<Vec<RecordBatch>> {
-    let mut out = vec![vec![]; parts];
-    let mut start = 0;
-    for (p, part) in out.iter_mut().enumerate() {
-        let end = if p + 1 == parts {
-            rows.len()
-        } else {
-            rng.random_range(start..=rows.len())
-        };
-        // several small batches per partition: batch boundaries are a classic bug source
-        let mut s = start;
-        while s < end {
-            let e = (s + rng.random_range(1..=7)).min(end);
-            part.push(batch(&rows[s..e]));
-            s = e;
-        }
-        start = end;
-    }
-    out
+    crate::support::split(rng, rows, parts, 7, batch)
 }
 
 async fn run_case(seed: u64) {

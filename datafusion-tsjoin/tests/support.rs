@@ -126,3 +126,33 @@ pub async fn explained_plan(ctx: &SessionContext, sql: &str) -> String {
 async fn query_batches(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
     ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap()
 }
+
+/// Splits `rows` into `parts` contiguous partitions of random batches of 1 to
+/// `max_batch` rows (input order is the rows' order, partition after
+/// partition): batch and partition boundaries are a classic bug source.
+pub fn split<R>(
+    rng: &mut rand::rngs::StdRng,
+    rows: &[R],
+    parts: usize,
+    max_batch: usize,
+    batch: impl Fn(&[R]) -> RecordBatch,
+) -> Vec<Vec<RecordBatch>> {
+    use rand::Rng as _;
+    let mut out = vec![vec![]; parts];
+    let mut start = 0;
+    for (p, part) in out.iter_mut().enumerate() {
+        let end = if p + 1 == parts {
+            rows.len()
+        } else {
+            rng.random_range(start..=rows.len())
+        };
+        let mut s = start;
+        while s < end {
+            let e = (s + rng.random_range(1..=max_batch)).min(end);
+            part.push(batch(&rows[s..e]));
+            s = e;
+        }
+        start = end;
+    }
+    out
+}

@@ -11,8 +11,8 @@
 //! 3. [`AsofJoinRelationPlanner`]: plans the nested join into an
 //!    [`AsofJoinNode`].
 
-use super::ast::norm;
-use super::relation::WindowJoinRelationPlanner;
+use super::ast::{norm, placeholder_relation};
+use super::relation::{WindowJoinRelationPlanner, string_arg};
 use super::rewrite::{WINDOW_MARKER, error_at, skip_ws, word_is};
 use crate::asof_join::{
     AsofDirection, AsofJoinClause, AsofJoinNode, AsofMatch, Tolerance, ToleranceUnit,
@@ -470,18 +470,7 @@ fn nest_asof_joins(twj: &mut TableWithJoins) {
     if !twj.joins.iter().any(is_asof) {
         return;
     }
-    let placeholder = TableFactor::Table {
-        name: ObjectName::from(vec![Ident::new("__tsjoin_placeholder")]),
-        alias: None,
-        args: None,
-        with_hints: vec![],
-        version: None,
-        with_ordinality: false,
-        partitions: vec![],
-        json_path: None,
-        sample: None,
-        index_hints: vec![],
-    };
+    let placeholder = placeholder_relation();
     let nested = |relation, joins| TableFactor::NestedJoin {
         table_with_joins: Box::new(TableWithJoins { relation, joins }),
         alias: None,
@@ -554,16 +543,6 @@ impl RelationPlanner for AsofJoinRelationPlanner {
         Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
             plan, alias,
         ))))
-    }
-}
-
-fn string_arg(e: &ast::Expr) -> Option<String> {
-    match e {
-        ast::Expr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) => Some(s.clone()),
-            _ => None,
-        },
-        _ => None,
     }
 }
 

@@ -533,18 +533,7 @@ fn nest_window_joins(twj: &mut TableWithJoins) {
     if !twj.joins.iter().any(|j| marker(j).is_some()) {
         return;
     }
-    let placeholder = TableFactor::Table {
-        name: ObjectName::from(vec![Ident::new("__tsjoin_placeholder")]),
-        alias: None,
-        args: None,
-        with_hints: vec![],
-        version: None,
-        with_ordinality: false,
-        partitions: vec![],
-        json_path: None,
-        sample: None,
-        index_hints: vec![],
-    };
+    let placeholder = placeholder_relation();
     let mut current = std::mem::replace(&mut twj.relation, placeholder);
     let mut pending: Vec<Join> = vec![];
     for j in twj.joins.drain(..) {
@@ -565,5 +554,22 @@ fn nested(relation: TableFactor, joins: Vec<Join>) -> TableFactor {
     TableFactor::NestedJoin {
         table_with_joins: Box::new(TableWithJoins { relation, joins }),
         alias: None,
+    }
+}
+
+/// A stand-in relation, swapped in while a `FROM` clause's joins are nested
+/// (WINDOW and ASOF JOIN both give each temporal join its own `NestedJoin`).
+pub(super) fn placeholder_relation() -> TableFactor {
+    TableFactor::Table {
+        name: ObjectName::from(vec![Ident::new("__tsjoin_placeholder")]),
+        alias: None,
+        args: None,
+        with_hints: vec![],
+        version: None,
+        with_ordinality: false,
+        partitions: vec![],
+        json_path: None,
+        sample: None,
+        index_hints: vec![],
     }
 }

@@ -78,7 +78,8 @@ impl RelationPlanner for WindowJoinRelationPlanner {
     }
 }
 
-fn string_arg(e: &ast::Expr) -> Option<String> {
+/// The text of a single-quoted string argument (a marker's unit, direction...).
+pub(super) fn string_arg(e: &ast::Expr) -> Option<String> {
     match e {
         ast::Expr::Value(v) => match &v.value {
             Value::SingleQuotedString(s) => Some(s.clone()),
