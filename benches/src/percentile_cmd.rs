@@ -175,8 +175,11 @@ con.execute(f"CREATE TABLE t AS SELECT * FROM '{path}'")
 con.execute(f"CREATE TABLE ex AS SELECT k, list_sort(list({col}))[CAST(ceil(99.0*count(*)/100.0) AS BIGINT)] AS e FROM t GROUP BY k")
 def err(res):
     con.register("res", res)
-    v = con.execute("SELECT max(abs(CAST(r.a AS DOUBLE) - e) / e) FROM res r JOIN ex USING (k) WHERE e > 0").fetchone()[0]
+    v = con.execute("SELECT max(abs(CAST(r.a AS DOUBLE) - e) / e) FROM res r JOIN ex USING (k) WHERE e > 0").fetchall()[0][0]
     con.unregister("res"); return v
+def fetch(q):
+    rel = con.sql(q)  # DuckDB 2.0 renamed arrow() to to_arrow_table()
+    return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
 def best(f):
     b, out = 1e9, None
     for _ in range(runs):
@@ -185,7 +188,7 @@ def best(f):
 out = {}
 for name, q in [("DuckDB approx_quantile", f"SELECT k, approx_quantile({col}, 0.99) AS a FROM t GROUP BY k"),
                 ("DuckDB quantile_disc (exact)", f"SELECT k, quantile_disc({col}, 0.99) AS a FROM t GROUP BY k")]:
-    s, r = best(lambda: con.execute(q).arrow())
+    s, r = best(lambda: fetch(q))
     out[name] = (s, err(r))
 settings = f"SETTINGS max_threads={threads}"
 for name, fn in [("ClickHouse quantileTiming", "quantileTiming(0.99)"), ("ClickHouse quantileTDigest", "quantileTDigest(0.99)"), ("ClickHouse quantileDD", "quantileDD(0.01, 0.99)")]:
