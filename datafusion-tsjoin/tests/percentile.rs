@@ -339,3 +339,32 @@ async fn array_form_gives_a_list_per_group() {
         .unwrap_err();
     assert!(err.to_string().contains("invalid percentile"), "{err}");
 }
+
+/// When partial aggregation does not reduce the rows, DataFusion skips it and
+/// turns each row into a one-value state (`convert_to_state`): the answers
+/// must be those of the ordinary two-phase plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_partial_aggregation_gives_the_same_answers() {
+    let sql = "SELECT k, approx_percentile(v, 0.9, 2) AS i, \
+               approx_percentile(CAST(v AS DOUBLE) / 3, 0.5) AS d \
+               FROM (SELECT value % 7 AS k, \
+                            CASE WHEN value % 11 = 0 THEN NULL ELSE value END AS v \
+                     FROM generate_series(1, 5000)) \
+               GROUP BY k ORDER BY k";
+    let run = |skip: bool| async move {
+        let ctx = context(2);
+        if skip {
+            for set in [
+                "SET datafusion.execution.skip_partial_aggregation_probe_rows_threshold = 1",
+                "SET datafusion.execution.skip_partial_aggregation_probe_ratio_threshold = 0.0",
+            ] {
+                ctx.sql(set).await.unwrap().collect().await.unwrap();
+            }
+        }
+        let batches = ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap();
+        crate::support::cells(&batches)
+    };
+    let (plain, skipped) = (run(false).await, run(true).await);
+    assert_eq!(plain.len(), 7);
+    assert_eq!(plain, skipped);
+}

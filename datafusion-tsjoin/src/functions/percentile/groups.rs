@@ -199,37 +199,52 @@ impl GroupsAccumulator for PercentileGroups {
         let values = &values[0];
         let layout = self.spec.layout;
         let mut b = BinaryBuilder::with_capacity(values.len(), values.len() * 3);
-        let mut buf = vec![];
-        for i in 0..values.len() {
+        let mut buf = Vec::with_capacity(16);
+        // One state per row: empty, or the one key with count 1.
+        let mut push = |key: Option<u32>| {
             buf.clear();
-            if keep(values, opt_filter, i) {
-                let key = match values.data_type() {
-                    DataType::Int64 => {
-                        let v = values.as_primitive::<Int64Type>().value(i);
+            if let Some(k) = key {
+                Slots::encode_one(k, &mut buf);
+            }
+            b.append_value(&buf);
+        };
+        let rows = 0..values.len();
+        match values.data_type() {
+            DataType::Int64 => {
+                let a = values.as_primitive::<Int64Type>();
+                for i in rows {
+                    let key = if keep(values, opt_filter, i) {
+                        let v = a.value(i);
                         if v < 0 {
                             return Err(negative_int_error());
                         }
                         Some(layout.int_key(v as u64))
-                    }
-                    DataType::UInt64 => {
-                        Some(layout.int_key(values.as_primitive::<UInt64Type>().value(i)))
-                    }
-                    DataType::Float64 => {
-                        let v = values.as_primitive::<Float64Type>().value(i);
-                        let mut range = NO_RANGE;
-                        v.is_finite()
-                            .then(|| double_key(&layout, v, &mut range))
-                            .transpose()?
-                    }
-                    t => return internal_err!("approx_percentile got input type {t}"),
-                };
-                if let Some(k) = key {
-                    let mut one = Slots::default();
-                    one.add(k);
-                    one.encode(&mut buf);
+                    } else {
+                        None
+                    };
+                    push(key);
                 }
             }
-            b.append_value(&buf);
+            DataType::UInt64 => {
+                let a = values.as_primitive::<UInt64Type>();
+                for i in rows {
+                    push(keep(values, opt_filter, i).then(|| layout.int_key(a.value(i))));
+                }
+            }
+            DataType::Float64 => {
+                let a = values.as_primitive::<Float64Type>();
+                for i in rows {
+                    let v = a.value(i);
+                    let key = if v.is_finite() && keep(values, opt_filter, i) {
+                        let mut range = NO_RANGE;
+                        Some(double_key(&layout, v, &mut range)?)
+                    } else {
+                        None
+                    };
+                    push(key);
+                }
+            }
+            t => return internal_err!("approx_percentile got input type {t}"),
         }
         Ok(vec![Arc::new(b.finish())])
     }

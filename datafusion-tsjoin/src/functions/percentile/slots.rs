@@ -270,6 +270,13 @@ impl Slots {
         });
     }
 
+    /// The [`Slots::encode`]d state of one value with key `key`, without
+    /// building its slots.
+    pub fn encode_one(key: u32, out: &mut Vec<u8>) {
+        put_varint(out, key as u64);
+        put_varint(out, 1);
+    }
+
     /// Calls `f` for each `(key, count)` of an [`Slots::encode`]d state.
     pub fn decode(mut bytes: &[u8], mut f: impl FnMut(u32, u64)) -> Option<()> {
         let mut key = 0u32;
@@ -350,6 +357,18 @@ mod tests {
             if let Slots::Dense { counts, .. } = &s {
                 assert!(counts.len() <= dense_limit(want.len() + 1));
             }
+        }
+    }
+
+    #[test]
+    fn one_value_encodes_like_its_slots() {
+        for key in [0, 1, 127, 128, 300_000, u32::MAX] {
+            let mut one = Slots::default();
+            one.add(key);
+            let (mut a, mut b) = (vec![], vec![]);
+            one.encode(&mut a);
+            Slots::encode_one(key, &mut b);
+            assert_eq!(a, b, "key {key}");
         }
     }
 
