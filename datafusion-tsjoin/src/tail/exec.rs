@@ -6,7 +6,9 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryConsumer;
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_expr::{
+    EquivalenceProperties, OrderingRequirements, Partitioning,
+};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{
     BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet,
@@ -101,7 +103,14 @@ impl ExecutionPlan for TailExec {
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
+        // False, so that DataFusion does not push a parent's sort below the
+        // tail (which would change which rows are last).
+        vec![false]
+    }
+
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        // Keeps a sort planned under the tail (`LIMIT m, -n` over ORDER BY).
+        vec![self.input.output_ordering().cloned().map(Into::into)]
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
