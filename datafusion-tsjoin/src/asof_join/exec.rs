@@ -4,7 +4,7 @@ use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use super::stream::{SharedState, StreamArgs, asof_join_stream};
 use crate::window_join::{TimeScale, timestamp_unit};
-use datafusion::arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
@@ -61,6 +61,7 @@ impl AsofJoinExec {
                 spec.scale
             );
         }
+        check_keys(&spec, &left.schema(), &right.schema())?;
         let mut fields: Vec<FieldRef> = left.schema().fields().iter().cloned().collect();
         fields.extend(
             right
@@ -267,4 +268,28 @@ impl ExecutionPlan for AsofJoinExec {
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
+}
+
+/// Left and right keys pair up: as many on each side, and a string key only
+/// against a string key (the key index compares strings as strings and
+/// casts other types; a plan decoded from proto is not checked elsewhere).
+fn check_keys(spec: &AsofJoinSpec, left: &Schema, right: &Schema) -> Result<()> {
+    if spec.left_keys.len() != spec.right_keys.len() {
+        return plan_err!(
+            "AsofJoinExec: {} left keys but {} right keys",
+            spec.left_keys.len(),
+            spec.right_keys.len()
+        );
+    }
+    let is_string = |t: &DataType| match t {
+        DataType::Dictionary(_, v) => v.is_string(),
+        t => t.is_string(),
+    };
+    for (l, r) in spec.left_keys.iter().zip(&spec.right_keys) {
+        let (lt, rt) = (l.data_type(left)?, r.data_type(right)?);
+        if is_string(&lt) != is_string(&rt) {
+            return plan_err!("join column type mismatch: {lt} and {rt}");
+        }
+    }
+    Ok(())
 }

@@ -170,15 +170,16 @@ impl Joiner {
         out
     }
 
-    /// Reserves the per-key index's memory before its first use.
+    /// Reserves the per-key index's memory and builds it, once for all
+    /// partitions: building under the lock means a partition that waited
+    /// finds the index there and does not reserve it again.
     fn ensure_index(&self) -> Result<()> {
         let tl = &self.built.timeline;
         if !tl.has_index() {
             let r = self.built.reservation.lock().unwrap();
-            // Another partition may have built it meanwhile; reserving
-            // twice errs on the safe side.
             if !tl.has_index() {
                 r.try_grow(tl.index_bytes())?;
+                tl.build_index();
             }
         }
         Ok(())

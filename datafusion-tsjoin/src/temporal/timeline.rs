@@ -7,7 +7,7 @@ use crate::window_join::KeyIndex;
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{cast, concat_batches};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::Result;
+use datafusion::common::{Result, exec_err};
 use datafusion::physical_plan::PhysicalExpr;
 use std::sync::{Arc, OnceLock};
 
@@ -82,6 +82,14 @@ impl Timeline {
     pub(crate) fn try_new(how: TimelineBuild, batches: &[RecordBatch]) -> Result<Self> {
         let batch = concat_batches(&how.schema, batches)?;
         let n = batch.num_rows();
+        // Positions are u32, and the two highest values are markers
+        // (cursor.rs's UNKNOWN and NONE).
+        if n >= (u32::MAX - 1) as usize {
+            return exec_err!(
+                "ASOF JOIN: the right side has {n} rows; at most {} are supported",
+                u32::MAX - 2
+            );
+        }
         let ts_array = how.ts.evaluate(&batch)?.into_array(n)?;
         let ts = ticks(&ts_array, how.factor)?;
         let (keys, groups_of_row, groups) = if how.keys.is_empty() {
@@ -128,6 +136,11 @@ impl Timeline {
     /// Bytes the per-key index would hold once built.
     pub(crate) fn index_bytes(&self) -> usize {
         self.seq.len() * 12 + (self.groups + 1) * 8
+    }
+
+    /// Builds the per-key index now (callers reserve its memory first).
+    pub(crate) fn build_index(&self) {
+        self.index();
     }
 
     /// True once the per-key index exists.
