@@ -114,7 +114,8 @@ impl Phase1 {
         while Arc::strong_count(&self.holders) > 1
             && start.elapsed() < std::time::Duration::from_secs(1)
         {
-            tokio::task::yield_now().await;
+            // Sleep, not yield: yielding would spin a worker the freed tasks need.
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         // Every queue's receiver is gone with its holder: so are its rows.
         if Arc::strong_count(&self.holders) == 1 {
