@@ -398,6 +398,10 @@ impl GroupByCase {
             // Over budget for DataFusion too: the inline path may fail alike.
             (Err(d), Err(i)) if exhausted(d) && exhausted(i) => None,
             (Err(d), Ok(_)) if exhausted(d) => None,
+            // Near the limit, which plan fits depends on how the partitions'
+            // reservations interleave (docs/reliability.md's matrix): a clear
+            // over-budget error is not a wrong answer. Any other error is.
+            (Ok(_), Err(e)) if self.memory.is_some() && exhausted(e) => None,
             (Ok(_), Err(e)) => Some(format!("inline error: {e}")),
             (Err(d), _) => Some(format!("DataFusion error: {d}")),
         }
