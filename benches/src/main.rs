@@ -17,6 +17,7 @@ use tsjoin_bench::groupby;
 mod clickbench_cmd;
 mod fuzz_cmd;
 mod percentile_cmd;
+mod priority_cmd;
 mod progress_cmd;
 mod scaling_cmd;
 mod soak_cmd;
@@ -80,6 +81,9 @@ enum Command {
     /// Measure the progress monitor: its overhead and its estimate at
     /// 25/50/75% of the wall time, over WINDOW JOIN, scan and GROUP BY queries.
     Progress(progress_cmd::ProgressArgs),
+    /// Quickstep's Fig. 11: a short high-priority query arriving while long
+    /// low-priority ones run, with and without priority scheduling.
+    Priority(priority_cmd::PriorityArgs),
 }
 
 /// What `groupby` runs.
@@ -750,6 +754,7 @@ async fn main() {
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,
         Command::Progress(args) => progress_cmd::run(args).await,
+        Command::Priority(args) => priority_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -55,6 +55,8 @@ use datafusion_proto::protobuf::{self, LogicalExprNode, PhysicalExprNode};
 use prost::Message;
 use std::sync::Arc;
 
+/// First byte of an encoded [`crate::priority::PriorityGateExec`].
+pub const PRIORITY_GATE_TAG: u8 = 0xB6;
 /// First byte of an encoded WINDOW JOIN node (logical or physical).
 pub const WINDOW_JOIN_TAG: u8 = 0xB1;
 /// First byte of an encoded [`InlineAggregateExec`].
@@ -462,6 +464,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         ctx: &TaskContext,
         _converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some((&PRIORITY_GATE_TAG, rest)) = buf.split_first() {
+            return crate::priority::decode_gate(rest, inputs, ctx);
+        }
         if let Some((&INLINE_AGGREGATE_TAG, rest)) = buf.split_first() {
             return self.decode_inline_aggregate(rest, inputs, ctx);
         }
@@ -600,6 +605,11 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         buf: &mut Vec<u8>,
         _converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
+        if let Some(exec) = node.downcast_ref::<crate::priority::PriorityGateExec>() {
+            buf.push(PRIORITY_GATE_TAG);
+            buf.extend_from_slice(&exec.priority().value().to_le_bytes());
+            return Ok(());
+        }
         if let Some(exec) = node.downcast_ref::<InlineAggregateExec>() {
             return self.encode_inline_aggregate(exec, buf);
         }

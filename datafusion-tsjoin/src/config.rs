@@ -62,6 +62,13 @@ extensions_options! {
         /// then reads newest-first and prunes what the TopK has beaten
         /// (see `sort_through_filter`).
         pub sort_through_filter: bool, default = true
+        /// This session's query priority: `high`, `normal`, `low` or an
+        /// integer (higher runs first). While a query of higher priority
+        /// runs, lower ones pause at batch boundaries (see `priority`).
+        pub priority: crate::priority::Priority, default = crate::priority::Priority::NORMAL
+        /// Gate queries' inputs by `priority`; off, queries ignore each
+        /// other's priorities (and plans carry no `PriorityGateExec`).
+        pub priority_scheduling: bool, default = true
     }
 }
 

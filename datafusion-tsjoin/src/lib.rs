@@ -28,6 +28,7 @@ pub mod functions;
 pub mod inline_aggregate;
 mod kernels;
 pub mod offset_topk;
+pub mod priority;
 pub mod progress;
 mod session;
 pub mod sort_through_filter;

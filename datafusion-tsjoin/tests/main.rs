@@ -15,6 +15,7 @@ mod limit_diff;
 mod limits;
 mod memory;
 mod percentile;
+mod priority;
 mod progress;
 mod slt;
 mod support;

@@ -323,12 +323,39 @@ impl PySessionContext {
     }
 
     /// Plans `query` (statements separated by `;`; DDL, SET and COPY ... TO
-    /// run now).
-    fn sql(&self, py: Python<'_>, query: &str) -> PyResult<QueryResult> {
+    /// run now). `priority` ("high", "normal", "low" or an int) ranks this
+    /// query against the others running in the process, overriding the
+    /// session's `tsjoin.priority`: while a higher one runs it pauses.
+    #[pyo3(signature = (query, priority=None))]
+    fn sql(
+        &self,
+        py: Python<'_>,
+        query: &str,
+        priority: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<QueryResult> {
+        let priority = priority
+            .map(|p| {
+                p.str()?
+                    .to_string()
+                    .parse::<datafusion_tsjoin::priority::Priority>()
+                    .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+            })
+            .transpose()?;
         let ctx = self.ctx.clone();
         let query = query.to_string();
         let df = wait(py, async move {
             let df = ctx.tsjoin_sql(&query).await?;
+            let df = match priority {
+                Some(p) => {
+                    let (mut state, plan) = df.into_parts();
+                    state
+                        .config_mut()
+                        .options_mut()
+                        .set("tsjoin.priority", &p.to_string())?;
+                    DataFrame::new(state, plan)
+                }
+                None => df,
+            };
             // A COPY that waited for a conversion would write nothing when
             // its result is dropped unread: run it now, as DDL runs, and
             // keep the row count it returns.

@@ -136,3 +136,14 @@ def test_missing_file_is_an_error(tmp_path):
     ctx = tsjoin.SessionContext()
     with pytest.raises(tsjoin.TsJoinError):
         ctx.register_parquet("m", tmp_path / "missing.parquet")
+
+
+def test_priority_per_query_and_bad_values():
+    ctx = tsjoin.SessionContext(threads=2)
+    sql = "EXPLAIN ANALYZE SELECT count(*) FROM (VALUES (1), (2)) t(x) WHERE x > 0"
+    for priority, shown in [("low", "priority=low"), (5, "priority=5"), (None, "priority=normal")]:
+        plan = ctx.sql(sql, priority=priority).to_arrow().column(1)[0].as_py()
+        assert shown in plan, plan
+    assert ctx.sql("SELECT 41 + 1 AS x", priority="high").to_arrow().column(0)[0].as_py() == 42
+    with pytest.raises(ValueError, match="expected high, normal, low or an integer"):
+        ctx.sql("SELECT 1", priority="urgent")

@@ -138,6 +138,12 @@ struct Cli {
     #[arg(long, value_name = "DIR")]
     spill_dir: Option<PathBuf>,
 
+    /// Priority of this session's queries: high, normal (default), low or
+    /// an integer (`SET tsjoin.priority`). It ranks queries within one
+    /// process; to rank whole processes use the OS (`nice`).
+    #[arg(long, value_name = "PRIORITY")]
+    priority: Option<datafusion_tsjoin::priority::Priority>,
+
     #[command(subcommand)]
     sub: Option<Sub>,
 }
@@ -204,6 +210,15 @@ async fn run(cli: Cli, threads: usize) -> Result<()> {
         memory_limit,
         cli.spill_dir.as_deref(),
     )?;
+    if let Some(priority) = cli.priority {
+        datafusion_tsjoin::TsJoinContextExt::tsjoin_sql(
+            &ctx,
+            &format!("SET tsjoin.priority = '{priority}'"),
+        )
+        .await?
+        .collect()
+        .await?;
+    }
     if let Some(Sub::Demo { dir, trades }) = cli.sub {
         return demo::run(&ctx, dir, trades).await;
     }

@@ -219,6 +219,22 @@ fn every_statement_of_a_script_prints_its_result() {
     assert!(err.contains("missing"), "{err}");
 }
 
+/// `--priority` sets the session's `tsjoin.priority`: the query's inputs
+/// are gated at it (EXPLAIN ANALYZE shows the gates); a bad value is an
+/// error naming the accepted ones.
+#[test]
+fn priority_sets_the_session_priority() {
+    let sql = "EXPLAIN ANALYZE SELECT count(*) FROM generate_series(1, 1000)";
+    let (ok, out, err) = run(&["--priority", "low", "-c", sql]);
+    assert!(ok, "{err}");
+    assert!(out.contains("PriorityGateExec: priority=low"), "{out}");
+    let (ok, _, err) = run(&["--priority", "urgent", "-c", "SELECT 1"]);
+    assert!(
+        !ok && err.contains("expected high, normal, low or an integer"),
+        "{err}"
+    );
+}
+
 /// `--memory-limit` and `--spill-dir`: a GROUP BY with one group per row
 /// that does not fit inline answers (DataFusion's aggregate spills to the
 /// directory), a WINDOW JOIN whose right index does not fit is a clear

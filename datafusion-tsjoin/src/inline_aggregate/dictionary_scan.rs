@@ -36,6 +36,7 @@ use super::dictionary_codes::{KeyChunk, Physical};
 use super::fetched::{Chunks, chunk_range};
 use super::group_keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::table::Table;
+use crate::priority::{Priority, PriorityGateExec, Scheduler};
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
 use datafusion::arrow::datatypes::DataType;
@@ -78,7 +79,14 @@ pub(crate) struct DictionaryScan {
     keys: Vec<(String, DataType)>,
     /// Per aggregate, the column its argument reads (`None`: `count(*)`).
     args: Vec<Option<ArgColumn>>,
+    /// The priority gate above the scan, which phase 1 reads around: it
+    /// waits for its turn before each row group as the gate would.
+    gate: Option<Turn>,
 }
+
+/// A query's priority and the scheduler that ranks it.
+#[derive(Debug, Clone)]
+struct Turn(Arc<Scheduler>, Priority);
 
 /// An aggregate argument: a file column, maybe cast (`sum` of a small
 /// integer sums its cast to Int64).
@@ -132,6 +140,11 @@ impl DictionaryScan {
         {
             input = r.input();
         }
+        let gate = input.downcast_ref::<PriorityGateExec>();
+        if let Some(g) = gate {
+            input = g.input();
+        }
+        let gate = gate.map(|g| Turn(Arc::clone(g.scheduler()), g.priority()));
         let (config, source) = input
             .downcast_ref::<DataSourceExec>()?
             .downcast_to_file_source::<ParquetSource>()?;
@@ -202,6 +215,7 @@ impl DictionaryScan {
             files,
             keys,
             args,
+            gate,
         })
     }
 
@@ -304,6 +318,7 @@ impl DictionaryScan {
             keys,
             items,
             next: AtomicUsize::new(0),
+            gate: self.gate.clone(),
         }))
     }
 
@@ -461,6 +476,7 @@ pub(crate) struct Work {
     /// (file, row group) in file order.
     items: Vec<(usize, usize)>,
     next: AtomicUsize,
+    gate: Option<Turn>,
 }
 
 impl std::fmt::Debug for Work {
@@ -486,6 +502,9 @@ impl Work {
             let Some(&(f, rg)) = self.items.get(i) else {
                 return Ok(rows);
             };
+            if let Some(Turn(scheduler, priority)) = &self.gate {
+                scheduler.wait_turn(*priority).await;
+            }
             rows += self
                 .row_group(&self.files[f], rg, table, batch_size)
                 .await?;

@@ -309,6 +309,10 @@ fn walk(
     out: &mut Vec<OperatorProgress>,
     totals: &mut Totals,
 ) {
+    // A priority gate only passes its input on: shown as what it gates.
+    if let Some(gate) = plan.downcast_ref::<crate::priority::PriorityGateExec>() {
+        return walk(gate.input(), depth, now_ns, bypassed, out, totals);
+    }
     let before = totals.source_rows;
     out.push(operator(plan, depth, now_ns, totals));
     let bypassed = bypassed || totals.source_rows > before;

@@ -242,6 +242,7 @@ impl QueryPlanner for TsJoinQueryPlanner {
             Arc::new(crate::asof_join::AsofJoinPlanner),
             Arc::new(crate::tail::TailPlanner),
         ]);
-        planner.create_physical_plan(logical_plan, session).await
+        let plan = planner.create_physical_plan(logical_plan, session).await?;
+        crate::priority::gate_session_plan(plan, session)
     }
 }

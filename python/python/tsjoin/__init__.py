@@ -99,15 +99,20 @@ class SessionContext:
         """Names of the registered tables."""
         return self._ctx.tables()
 
-    def sql(self, query: str) -> Result:
+    def sql(self, query: str, priority: Optional[Union[str, int]] = None) -> Result:
         """Plans ``query``; the :class:`Result` runs when converted or shown.
 
         DDL, ``SET`` and ``COPY (query) TO 'file'`` run at once: COPY writes
         Parquet, CSV or JSON (one object per line) by the file's extension,
         or as ``STORED AS PARQUET|CSV|JSON`` says, and its result is the row
         count. ``SHOW TABLES`` and ``DESCRIBE t`` list tables and columns.
+
+        ``priority`` (``"high"``, ``"normal"``, ``"low"`` or an int) ranks
+        the query against the others running in this process (threads):
+        while a higher one runs, it pauses. Default: the session's
+        ``tsjoin.priority``.
         """
-        return self._ctx.sql(query)
+        return self._ctx.sql(query, priority)
 
 
 def connect(

@@ -1,0 +1,180 @@
+//! [`PriorityGateExec`]: the physical operator placed above a query's
+//! inputs.
+
+use super::Priority;
+use super::scheduler::Scheduler;
+use super::stream::{GateMetrics, GateStream};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::metrics::{
+    ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// Passes its input through unchanged, pausing at batch boundaries while
+/// its [`Scheduler`] runs a query of higher priority. tsjoin's query
+/// planner puts one above every input of a query (see
+/// [`gate_inputs`](super::gate_inputs)), so a paused query stops reading
+/// and every operator above it runs out of work: it pauses as a whole,
+/// keeps its state, and holds no thread.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+/// use datafusion::datasource::memory::MemorySourceConfig;
+/// use datafusion::physical_plan::collect;
+/// use datafusion::arrow::{array::Int32Array, datatypes::*, record_batch::RecordBatch};
+/// use datafusion_tsjoin::priority::{Priority, PriorityGateExec, Scheduler};
+/// use std::sync::Arc;
+/// let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int32, false)]));
+/// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int32Array::from(vec![1, 2]))])?;
+/// let input = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None)?;
+/// let gate = PriorityGateExec::new(input, Priority::LOW, Scheduler::new());
+/// let out = collect(Arc::new(gate), Default::default()).await?;
+/// assert_eq!(out[0].num_rows(), 2); // nothing of higher priority ran
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct PriorityGateExec {
+    input: Arc<dyn ExecutionPlan>,
+    priority: Priority,
+    scheduler: Arc<Scheduler>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl PriorityGateExec {
+    /// A gate at `priority` over `input`, ranked by `scheduler`.
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        priority: Priority,
+        scheduler: Arc<Scheduler>,
+    ) -> Self {
+        Self {
+            input,
+            priority,
+            scheduler,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// The priority of the query.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// The scheduler that ranks it.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
+    /// The input.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+}
+
+impl DisplayAs for PriorityGateExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "PriorityGateExec: priority={}", self.priority)
+            }
+            DisplayFormatType::TreeRender => write!(f, "priority={}", self.priority),
+        }
+    }
+}
+
+impl ExecutionPlan for PriorityGateExec {
+    fn name(&self) -> &str {
+        "PriorityGateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        // A pass-through: partitioning, ordering and boundedness are the
+        // input's.
+        self.input.properties()
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("PriorityGateExec expects one child");
+        }
+        Ok(Arc::new(Self::new(
+            children.swap_remove(0),
+            self.priority,
+            Arc::clone(&self.scheduler),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let metrics = GateMetrics {
+            pauses: MetricBuilder::new(&self.metrics).counter("pauses", partition),
+            paused_time: MetricBuilder::new(&self.metrics)
+                .subset_time("paused_time", partition),
+        };
+        Ok(Box::pin(GateStream::new(
+            input,
+            Arc::clone(&self.scheduler),
+            self.priority,
+            metrics,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// Decodes a [`PriorityGateExec`] encoded by tsjoin's physical codec
+/// (the priority as 4 little-endian bytes); the decoding session's
+/// [`Scheduler`] ranks it (the process-wide one unless it has its own).
+pub(crate) fn decode_gate(
+    buf: &[u8],
+    inputs: &[Arc<dyn ExecutionPlan>],
+    ctx: &TaskContext,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let (Ok(bytes), [input]) = (<[u8; 4]>::try_from(buf), inputs) else {
+        return internal_err!("PriorityGateExec: bad encoding or inputs");
+    };
+    let scheduler = ctx
+        .session_config()
+        .get_extension::<Scheduler>()
+        .unwrap_or_else(Scheduler::global);
+    Ok(Arc::new(PriorityGateExec::new(
+        Arc::clone(input),
+        Priority::new(i32::from_le_bytes(bytes)),
+        scheduler,
+    )))
+}
