@@ -33,6 +33,10 @@ pub(super) struct TailStream {
     buffered: u64,
     /// Rows known to be in the answer, ready to emit.
     ready: VecDeque<RecordBatch>,
+    /// Memory of `buffer` and `ready`, kept as batches come and go (a
+    /// slice counts its whole buffers, as arrow reports them), so a long
+    /// buffer is not re-summed per batch.
+    bytes: usize,
     done: bool,
     reservation: MemoryReservation,
     metrics: BaselineMetrics,
@@ -57,6 +61,7 @@ impl TailStream {
             buffer: VecDeque::new(),
             buffered: 0,
             ready: VecDeque::new(),
+            bytes: 0,
             done: false,
             reservation,
             metrics,
@@ -73,6 +78,7 @@ impl TailStream {
             return Ok(());
         }
         self.buffered += batch.num_rows() as u64;
+        self.bytes += batch.get_array_memory_size();
         self.buffer.push_back(batch);
         match self.range.keep_last {
             // Rows before the last `keep` can never be in the answer.
@@ -82,7 +88,9 @@ impl TailStream {
                     let front = self.buffer.front_mut().expect("buffered rows");
                     let rows = front.num_rows() as u64;
                     if rows <= excess {
+                        let gone = front.get_array_memory_size();
                         self.buffer.pop_front();
+                        self.bytes = self.bytes.saturating_sub(gone);
                         self.buffered -= rows;
                     } else {
                         *front = front.slice(excess as usize, (rows - excess) as usize);
@@ -101,20 +109,16 @@ impl TailStream {
                         self.ready.push_back(b);
                         self.buffered -= rows;
                     } else {
-                        self.ready.push_back(front.slice(0, excess as usize));
+                        let done = front.slice(0, excess as usize);
+                        self.bytes += done.get_array_memory_size();
+                        self.ready.push_back(done);
                         *front = front.slice(excess as usize, (rows - excess) as usize);
                         self.buffered -= excess;
                     }
                 }
             }
         }
-        let bytes: usize = self
-            .buffer
-            .iter()
-            .chain(&self.ready)
-            .map(|b| b.get_array_memory_size())
-            .sum();
-        self.reservation.try_resize(bytes)
+        self.reservation.try_resize(self.bytes)
     }
 
     /// The input is exhausted: drop the last `drop_last` rows, emit the rest.
@@ -125,7 +129,9 @@ impl TailStream {
         {
             let rows = back.num_rows() as u64;
             if rows <= drop {
+                let gone = back.get_array_memory_size();
                 self.buffer.pop_back();
+                self.bytes = self.bytes.saturating_sub(gone);
                 drop -= rows;
             } else {
                 *back = back.slice(0, (rows - drop) as usize);
@@ -140,6 +146,8 @@ impl TailStream {
     fn poll_inner(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<RecordBatch>>> {
         loop {
             if let Some(batch) = self.ready.pop_front() {
+                self.bytes = self.bytes.saturating_sub(batch.get_array_memory_size());
+                self.reservation.resize(self.bytes);
                 return Poll::Ready(Some(Ok(batch)));
             }
             if self.done {
