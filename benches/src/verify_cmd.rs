@@ -1,6 +1,6 @@
-//! `tsjoin-bench verify --cases N`: differential cases at scale. Half are
-//! WINDOW JOIN cases against the naive reference, half inline GROUP BY
-//! cases against DataFusion's aggregate (random tables, shapes, partitions,
+//! `tsjoin-bench verify --cases N`: differential cases at scale, a third
+//! each: WINDOW JOIN and ASOF JOIN cases against the naive references,
+//! inline GROUP BY cases against DataFusion's aggregate (random tables, shapes, partitions,
 //! batch sizes, and now and then a small memory limit); see
 //! `datafusion_tsjoin::testing::verify`. Each failure is printed as a
 //! minimal SQL script; the exit status is 1 when any case failed.
@@ -22,7 +22,7 @@ pub struct VerifyArgs {
     /// Cases run at once.
     #[arg(long, default_value_t = 4)]
     jobs: usize,
-    /// Only this kind: `window-join` or `group-by`.
+    /// Only this kind: `window-join`, `group-by` or `asof`.
     #[arg(long)]
     only: Option<String>,
 }
@@ -30,9 +30,10 @@ pub struct VerifyArgs {
 /// Runs the cases and prints a summary (and each failure's script).
 pub async fn run_verify(args: VerifyArgs) -> Result<()> {
     let kinds: Vec<Kind> = match args.only.as_deref() {
-        None => vec![Kind::WindowJoin, Kind::GroupBy],
+        None => vec![Kind::WindowJoin, Kind::GroupBy, Kind::Asof],
         Some("window-join") => vec![Kind::WindowJoin],
         Some("group-by") => vec![Kind::GroupBy],
+        Some("asof") => vec![Kind::Asof],
         Some(other) => {
             return Err(DataFusionError::Plan(format!("unknown kind {other}")));
         }

@@ -16,6 +16,7 @@
 //! assert_eq!(reference::window_join(&left, &left, &shape).len(), 10);
 //! ```
 
+pub mod asof;
 pub mod fuzz;
 pub mod reference;
 mod rng;

@@ -1,6 +1,7 @@
 //! Differential cases, run by the integration test `verify` (a few hundred)
 //! and by `tsjoin-bench verify --cases N` (any number): a WINDOW JOIN case
-//! checks tsjoin against the naive [`reference`](super::reference), a GROUP
+//! checks tsjoin against the naive [`reference`](super::reference), an
+//! ASOF JOIN case against [`asof`](super::asof), a GROUP
 //! BY case the inline aggregate against DataFusion's. A failure comes back
 //! as a minimal SQL script that reproduces it.
 //!
@@ -9,6 +10,7 @@
 //! [`Kind`].
 
 use super::Rng;
+use super::asof::AsofShape;
 use super::reference::{self, Row, Shape};
 use crate::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
 use datafusion::arrow::array::{ArrayRef, AsArray, RecordBatch};
@@ -28,6 +30,9 @@ pub enum Kind {
     WindowJoin,
     /// The inline GROUP BY against DataFusion's aggregate.
     GroupBy,
+    /// ASOF / LT JOIN (all four directions, tolerances) against the naive
+    /// [`asof`](super::asof) reference.
+    Asof,
 }
 
 /// A case whose answer differs from the reference, or that failed.
@@ -48,12 +53,14 @@ pub struct Mismatch {
 /// use datafusion_tsjoin::testing::verify::{Kind, run};
 /// assert!(run(Kind::WindowJoin, 1).await.is_ok());
 /// assert!(run(Kind::GroupBy, 1).await.is_ok());
+/// assert!(run(Kind::Asof, 1).await.is_ok());
 /// # }
 /// ```
 pub async fn run(kind: Kind, seed: u64) -> std::result::Result<(), Box<Mismatch>> {
     match kind {
-        Kind::WindowJoin => window_join_case(seed).await,
+        Kind::WindowJoin => temporal_case(seed, false).await,
         Kind::GroupBy => group_by_case(seed).await,
+        Kind::Asof => temporal_case(seed, true).await,
     }
 }
 
@@ -107,19 +114,41 @@ fn context(partitions: usize, memory: Option<usize>) -> Result<SessionContext> {
     Ok(SessionContext::new_with_state(state))
 }
 
-/// One WINDOW JOIN case: tables, shape, partitions and the execution path
-/// from `seed`.
-struct WindowJoinCase {
+/// The query of a temporal join case.
+enum Query {
+    Window(Shape),
+    Asof(AsofShape),
+}
+
+impl Query {
+    fn sql(&self) -> String {
+        match self {
+            Self::Window(s) => s.sql(),
+            Self::Asof(s) => s.sql(),
+        }
+    }
+
+    fn reference(&self, left: &[Row], right: &[Row]) -> Vec<Vec<String>> {
+        match self {
+            Self::Window(s) => reference::window_join(left, right, s),
+            Self::Asof(s) => super::asof::asof(left, right, s),
+        }
+    }
+}
+
+/// One temporal join case (WINDOW or ASOF JOIN): tables, query,
+/// partitions and the execution path from `seed`.
+struct TemporalCase {
     left: Vec<Row>,
     right: Vec<Row>,
-    shape: Shape,
+    query: Query,
     partitions: usize,
     fast: bool,
     split_seed: u64,
 }
 
-impl WindowJoinCase {
-    fn new(seed: u64) -> Self {
+impl TemporalCase {
+    fn new(seed: u64, asof: bool) -> Self {
         let mut rng = Rng::new(seed);
         let long = rng.chance(0.1);
         let span = rng.range(0, if long { 400 } else { 40 });
@@ -139,7 +168,11 @@ impl WindowJoinCase {
         Self {
             left,
             right,
-            shape: Shape::random(&mut rng),
+            query: if asof {
+                Query::Asof(AsofShape::random(&mut rng))
+            } else {
+                Query::Window(Shape::random(&mut rng))
+            },
             partitions: rng.range(1, 4) as usize,
             fast: rng.chance(0.7),
             split_seed: rng.next_u64(),
@@ -159,11 +192,8 @@ impl WindowJoinCase {
         }
         ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {}", self.fast))
             .await?;
-        let got = rows(&ctx, &self.shape.sql()).await?;
-        Ok((
-            got,
-            reference::window_join(&self.left, &self.right, &self.shape),
-        ))
+        let got = rows(&ctx, &self.query.sql()).await?;
+        Ok((got, self.query.reference(&self.left, &self.right)))
     }
 
     async fn fails(&self) -> Option<String> {
@@ -175,8 +205,8 @@ impl WindowJoinCase {
     }
 }
 
-async fn window_join_case(seed: u64) -> std::result::Result<(), Box<Mismatch>> {
-    let mut case = WindowJoinCase::new(seed);
+async fn temporal_case(seed: u64, asof: bool) -> std::result::Result<(), Box<Mismatch>> {
+    let mut case = TemporalCase::new(seed, asof);
     let Some(mut what) = case.fails().await else {
         return Ok(());
     };
@@ -207,11 +237,12 @@ async fn window_join_case(seed: u64) -> std::result::Result<(), Box<Mismatch>> {
             }
         }
     }
-    let mut script = reference::script(&case.left, &case.right, &case.shape.sql());
+    let mut script = reference::script(&case.left, &case.right, &case.query.sql());
+    let kind = if asof { "ASOF JOIN" } else { "WINDOW JOIN" };
     script.insert_str(
         0,
         &format!(
-            "-- tsjoin verify: WINDOW JOIN seed {seed}, {} partitions\n\
+            "-- tsjoin verify: {kind} seed {seed}, {} partitions\n\
              SET tsjoin.window_join_fast_path = {};\n",
             case.partitions, case.fast
         ),
