@@ -417,9 +417,10 @@ fn prepare_select(select: &mut Select, aggregates: &HashSet<String>) -> Result<(
         .ok_or_else(|| plan_datafusion_err!("malformed HORIZON JOIN marker"))?;
 
     // The implicit GROUP BY, or QuestDB's checks of an explicit one.
-    let mut keys: Vec<(ast::Expr, Option<String>)> = vec![];
+    // Non-aggregate items: expression, alias, 1-based position.
+    let mut keys: Vec<(ast::Expr, Option<String>, usize)> = vec![];
     let mut any_aggregate = false;
-    for item in &select.projection {
+    for (pos, item) in select.projection.iter().enumerate() {
         let (e, name) = match item {
             SelectItem::UnnamedExpr(e) => (e, None),
             SelectItem::ExprWithAlias { expr, alias } => (expr, Some(norm(alias))),
@@ -432,7 +433,7 @@ fn prepare_select(select: &mut Select, aggregates: &HashSet<String>) -> Result<(
         if has_aggregate(e, aggregates)? {
             any_aggregate = true;
         } else {
-            keys.push((e.clone(), name));
+            keys.push((e.clone(), name, pos + 1));
         }
     }
     match &mut select.group_by {
@@ -441,39 +442,35 @@ fn prepare_select(select: &mut Select, aggregates: &HashSet<String>) -> Result<(
                 return plan_err!("HORIZON JOIN: GROUP BY modifiers are not supported");
             }
             if !keys.is_empty() || !any_aggregate {
-                *exprs = keys.iter().map(|(e, _)| e.clone()).collect();
+                *exprs = keys.iter().map(|(e, _, _)| e.clone()).collect();
             }
         }
         GroupByExpr::Expressions(exprs, _) => {
-            let matches = |g: &ast::Expr, k: usize| -> bool {
-                let (e, name) = &keys[k];
-                if g == e {
-                    return true;
-                }
-                match g {
-                    ast::Expr::Identifier(id) => name.as_deref() == Some(&norm(id)),
-                    _ => false,
-                }
-            };
+            // A GROUP BY key names a non-aggregate item by expression,
+            // alias or position.
+            let names =
+                |g: &ast::Expr, (e, name, pos): &(ast::Expr, Option<String>, usize)| {
+                    match g {
+                        _ if g == e => true,
+                        ast::Expr::Identifier(id) => name.as_deref() == Some(&norm(id)),
+                        ast::Expr::Value(v) => {
+                            matches!(&v.value, Value::Number(n, _) if n.parse::<usize>().ok() == Some(*pos))
+                        }
+                        _ => false,
+                    }
+                };
             for g in exprs.iter() {
-                let positional = matches!(g, ast::Expr::Value(v)
-                    if matches!(v.value, Value::Number(..)));
-                if !positional && !(0..keys.len()).any(|k| matches(g, k)) {
+                if !keys.iter().any(|k| names(g, k)) {
                     return plan_err!(
                         "HORIZON JOIN: GROUP BY key {g} must be a non-aggregate SELECT expression"
                     );
                 }
             }
-            for (k, (e, _)) in keys.iter().enumerate() {
-                let positional = exprs.iter().any(|g| matches!(g, ast::Expr::Value(v)
-                    if matches!(&v.value, Value::Number(n, _) if n.parse::<usize>().ok() == Some(k + 1))));
-                // A positional key counts for the item at its position;
-                // non-aggregate items are numbered among all items, so
-                // check by position in the projection too.
-                if !positional && !exprs.iter().any(|g| matches(g, k)) {
-                    let _ = e;
+            for k in &keys {
+                if !exprs.iter().any(|g| names(g, k)) {
                     return plan_err!(
-                        "HORIZON JOIN: non-aggregate SELECT expression {e} must appear in GROUP BY"
+                        "HORIZON JOIN: non-aggregate SELECT expression {} must appear in GROUP BY",
+                        k.0
                     );
                 }
             }
