@@ -16,6 +16,7 @@ use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
 mod fuzz_cmd;
+mod horizon_cmd;
 mod percentile_cmd;
 mod progress_cmd;
 mod scaling_cmd;
@@ -80,6 +81,9 @@ enum Command {
     /// Measure the progress monitor: its overhead and its estimate at
     /// 25/50/75% of the wall time, over WINDOW JOIN, scan and GROUP BY queries.
     Progress(progress_cmd::ProgressArgs),
+    /// HORIZON JOIN markouts (61 offsets and a LIST of 5) vs DataFusion's
+    /// rewrite, DuckDB, chdb and Polars, answers checked.
+    Horizon(horizon_cmd::HorizonArgs),
 }
 
 /// What `groupby` runs.
@@ -750,6 +754,7 @@ async fn main() {
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,
         Command::Progress(args) => progress_cmd::run(args).await,
+        Command::Horizon(args) => horizon_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");
