@@ -16,6 +16,7 @@ use tsjoin_bench::groupby;
 
 mod clickbench_cmd;
 mod fuzz_cmd;
+mod horizon_cmd;
 mod percentile_cmd;
 mod priority_cmd;
 mod progress_cmd;
@@ -84,6 +85,9 @@ enum Command {
     /// Quickstep's Fig. 11: a short high-priority query arriving while long
     /// low-priority ones run, with and without priority scheduling.
     Priority(priority_cmd::PriorityArgs),
+    /// HORIZON JOIN markouts (61 offsets and a LIST of 5) vs DataFusion's
+    /// rewrite, DuckDB, chdb and Polars, answers checked.
+    Horizon(horizon_cmd::HorizonArgs),
 }
 
 /// What `groupby` runs.
@@ -755,6 +759,7 @@ async fn main() {
         Command::Clickbench(args) => clickbench_cmd::run(args).await,
         Command::Progress(args) => progress_cmd::run(args).await,
         Command::Priority(args) => priority_cmd::run(args).await,
+        Command::Horizon(args) => horizon_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -65,6 +65,8 @@ pub const INLINE_AGGREGATE_TAG: u8 = 0xB2;
 pub const ASOF_JOIN_TAG: u8 = 0xB3;
 /// First byte of an encoded [`crate::tail::TailNode`] or [`TailExec`].
 pub const TAIL_TAG: u8 = 0xB4;
+/// First byte of an encoded HORIZON JOIN node (logical or physical).
+pub const HORIZON_JOIN_TAG: u8 = 0xB5;
 
 /// [`InlineAggregateExec`] in proto form.
 #[derive(Clone, PartialEq, Message)]
@@ -223,6 +225,12 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
         inputs: &[LogicalPlan],
         ctx: &TaskContext,
     ) -> Result<Extension> {
+        if let Some((&HORIZON_JOIN_TAG, rest)) = buf.split_first() {
+            let node = crate::horizon_join::proto::decode_node(rest, inputs, ctx, self)?;
+            return Ok(Extension {
+                node: Arc::new(node),
+            });
+        }
         if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
             let node = crate::asof_join::proto::decode_node(rest, inputs, ctx, self)?;
             return Ok(Extension {
@@ -263,6 +271,14 @@ impl LogicalExtensionCodec for TsJoinLogicalCodec {
     }
 
     fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        if let Some(n) = node
+            .node
+            .as_any()
+            .downcast_ref::<crate::horizon_join::HorizonJoinNode>()
+        {
+            buf.push(HORIZON_JOIN_TAG);
+            return crate::horizon_join::proto::encode_node(n, self, buf);
+        }
         if let Some(n) = node
             .node
             .as_any()
@@ -473,6 +489,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&ASOF_JOIN_TAG, rest)) = buf.split_first() {
             return crate::asof_join::proto::decode_exec(rest, inputs, ctx, self);
         }
+        if let Some((&HORIZON_JOIN_TAG, rest)) = buf.split_first() {
+            return crate::horizon_join::proto::decode_exec(rest, inputs, ctx, self);
+        }
         if let Some((&TAIL_TAG, rest)) = buf.split_first() {
             let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
             let [input] = inputs else {
@@ -616,6 +635,10 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some(exec) = node.downcast_ref::<crate::asof_join::AsofJoinExec>() {
             buf.push(ASOF_JOIN_TAG);
             return crate::asof_join::proto::encode_exec(exec, self, buf);
+        }
+        if let Some(exec) = node.downcast_ref::<crate::horizon_join::HorizonJoinExec>() {
+            buf.push(HORIZON_JOIN_TAG);
+            return crate::horizon_join::proto::encode_exec(exec, self, buf);
         }
         if let Some(exec) = node.downcast_ref::<TailExec>() {
             buf.push(TAIL_TAG);

@@ -25,6 +25,7 @@ pub mod codec;
 pub mod config;
 pub mod files;
 pub mod functions;
+pub mod horizon_join;
 pub mod inline_aggregate;
 mod kernels;
 pub mod offset_topk;

@@ -5,7 +5,8 @@ use crate::functions::{first_last_udafs, percentile_udafs};
 use crate::inline_aggregate::InlineAggregateRule;
 use crate::offset_topk::OffsetTopK;
 use crate::sql::{
-    AsofJoinRelationPlanner, WindowJoinRelationPlanner, execute_sql, registry,
+    AsofJoinRelationPlanner, HorizonJoinRelationPlanner, WindowJoinRelationPlanner,
+    execute_sql, registry,
 };
 use crate::window_join::{PushDownWindowJoinFilter, TsJoinQueryPlanner};
 use datafusion::common::Result;
@@ -69,7 +70,12 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             ))));
         self.relation_planners()
             .get_or_insert_with(Vec::new)
-            .push(Arc::new(AsofJoinRelationPlanner::new(registry)));
+            .push(Arc::new(AsofJoinRelationPlanner::new(Arc::clone(
+                &registry,
+            ))));
+        self.relation_planners()
+            .get_or_insert_with(Vec::new)
+            .push(Arc::new(HorizonJoinRelationPlanner::new(registry)));
         // The inline aggregate replaces partial/final aggregate pairs, so it
         // runs right after DataFusion combines those (an appended rule would
         // run after the final sanity check).

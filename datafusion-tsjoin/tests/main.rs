@@ -10,6 +10,7 @@ mod exec;
 mod explain;
 mod fuzz;
 mod groupby;
+mod horizon;
 mod lifecycle;
 mod limit_diff;
 mod limits;

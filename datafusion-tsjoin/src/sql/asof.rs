@@ -81,7 +81,7 @@ fn is_join_word(tokens: &[TokenWithSpan], i: usize, word: &str) -> bool {
 /// Index of the first token at or after `i`, at parenthesis depth 0, that
 /// is one of `words`, a clause end, `)` closing an outer level, `;` or the
 /// end; and whether it is one of `words`.
-fn find(tokens: &[TokenWithSpan], i: usize, words: &[&str]) -> (usize, bool) {
+pub(super) fn find(tokens: &[TokenWithSpan], i: usize, words: &[&str]) -> (usize, bool) {
     let mut depth = 0i32;
     let mut j = i;
     while j < tokens.len() {
@@ -278,7 +278,8 @@ fn is_asof(join: &Join) -> bool {
         JoinOperator::AsOf {
             match_condition, ..
         } => !matches!(match_condition, ast::Expr::Function(f)
-            if f.name.to_string().eq_ignore_ascii_case(WINDOW_MARKER)),
+            if f.name.to_string().eq_ignore_ascii_case(WINDOW_MARKER)
+                || f.name.to_string().eq_ignore_ascii_case(super::horizon::HORIZON_MARKER)),
         _ => false,
     }
 }

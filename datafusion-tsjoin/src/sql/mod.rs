@@ -9,6 +9,7 @@
 mod alter;
 mod asof;
 mod ast;
+mod horizon;
 mod limit;
 mod questdb_ddl;
 mod relation;
@@ -16,6 +17,7 @@ mod rewrite;
 
 pub use crate::config::{DESIGNATED_TIMESTAMP_OPTION, registry};
 pub use asof::AsofJoinRelationPlanner;
+pub use horizon::HorizonJoinRelationPlanner;
 pub use limit::{LIMIT_MARKER, LimitMarker, limit_marker};
 pub use relation::WindowJoinRelationPlanner;
 
@@ -46,6 +48,7 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
     let tokens = questdb_ddl::rewrite_questdb_ddl(tokens);
     let tokens = rewrite::rewrite_window_joins(tokens, dialect.as_ref())?;
     let tokens = asof::rewrite_asof_joins(tokens)?;
+    let tokens = horizon::rewrite_horizon_joins(tokens)?;
     let tokens = limit::rewrite_limits(tokens)?;
     let statements = DFParserBuilder::new(tokens)
         .with_dialect(dialect.as_ref())
@@ -63,6 +66,7 @@ pub async fn prepare(ctx: &SessionContext, st: &mut DFStatement) -> Result<()> {
                 take_designated_timestamp(ctx, ct)?;
             }
             asof::prepare_asof(ctx, s).await?;
+            horizon::prepare_horizon(ctx, s).await?;
             let mut right_columns = HashMap::new();
             for name in right_table_names(s) {
                 let key = name

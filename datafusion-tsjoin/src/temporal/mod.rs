@@ -12,10 +12,12 @@
 //! Time is compared in *common ticks*: the finer unit of the two sides
 //! ([`crate::window_join::TimeScale`]). A NULL time never matches.
 
+mod build;
 mod cursor;
 mod time;
 mod timeline;
 
+pub(crate) use build::BuiltTimeline;
 pub(crate) use cursor::{Found, MergeCursor};
 pub(crate) use time::{is_non_decreasing, ticks};
 pub(crate) use timeline::{Timeline, TimelineBuild, key_arrays};

@@ -241,6 +241,7 @@ impl QueryPlanner for TsJoinQueryPlanner {
             Arc::new(WindowJoinPlanner),
             Arc::new(crate::asof_join::AsofJoinPlanner),
             Arc::new(crate::tail::TailPlanner),
+            Arc::new(crate::horizon_join::HorizonJoinPlanner),
         ]);
         let plan = planner.create_physical_plan(logical_plan, session).await?;
         crate::priority::gate_session_plan(plan, session)

@@ -1,0 +1,351 @@
+//! [`HorizonJoinExec`]: the physical HORIZON JOIN operator.
+
+use super::metrics::HorizonJoinMetrics;
+use super::spec::HorizonJoinSpec;
+use super::stream::{SharedState, StreamArgs, horizon_join_stream};
+use crate::window_join::{TimeScale, timestamp_unit};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, internal_err, plan_err};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
+    InputDistributionRequirements, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream, apply_expression_roots,
+};
+use std::fmt;
+use std::sync::Arc;
+
+/// Physical HORIZON JOIN.
+///
+/// Every right input (all partitions, in parallel) is drained once into a
+/// shared time-ordered [`Timeline`](crate::temporal) (sorted only if it did
+/// not arrive in time order). Each left partition then streams: for every
+/// left row and offset it looks up each right table at `left time +
+/// offset`, by one streaming merge cursor per (right table, offset) while
+/// the left times keep increasing (the offsets share the one pass over the
+/// left input), by binary search in a per-key index otherwise. Output, in
+/// left order with a row's offsets consecutive: left columns, each right
+/// table's columns (NULL without a match), `offset` (BIGINT, left unit) and
+/// `timestamp` (left time + offset).
+///
+/// ```ignore
+/// let exec = HorizonJoinExec::try_new(left, vec![right], Arc::new(spec), "h".into())?;
+/// ```
+#[derive(Debug)]
+pub struct HorizonJoinExec {
+    left: Arc<dyn ExecutionPlan>,
+    rights: Vec<Arc<dyn ExecutionPlan>>,
+    spec: Arc<HorizonJoinSpec>,
+    alias: String,
+    /// The offsets in left ticks.
+    offsets: Arc<Vec<i64>>,
+    schema: SchemaRef,
+    shared: Arc<SharedState>,
+    metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
+}
+
+impl HorizonJoinExec {
+    /// Creates the operator; each right's `scale` must be the units of its
+    /// times, and the offsets must pass QuestDB's rules.
+    pub fn try_new(
+        left: Arc<dyn ExecutionPlan>,
+        rights: Vec<Arc<dyn ExecutionPlan>>,
+        spec: Arc<HorizonJoinSpec>,
+        alias: String,
+    ) -> Result<Self> {
+        if rights.is_empty() || rights.len() != spec.rights.len() {
+            return plan_err!(
+                "HorizonJoinExec: {} right inputs for {} right specs",
+                rights.len(),
+                spec.rights.len()
+            );
+        }
+        let ls = left.schema();
+        let left_type = spec.left_ts.data_type(&ls)?;
+        let left_unit = timestamp_unit("left timestamp", &left_type)?;
+        for (r, input) in spec.rights.iter().zip(&rights) {
+            let rs = input.schema();
+            let actual = TimeScale::new(
+                left_unit,
+                timestamp_unit("right timestamp", &r.right_ts.data_type(&rs)?)?,
+            );
+            if actual != r.scale {
+                return plan_err!(
+                    "HorizonJoinExec: the spec's time scale {:?} does not match its timestamps' {actual:?}",
+                    r.scale
+                );
+            }
+            check_keys(&r.left_keys, &r.right_keys, &ls, &rs)?;
+        }
+        let left_nanos = TimeScale::new(left_unit, left_unit).common_nanos();
+        let offsets = Arc::new(spec.offsets.ticks(left_nanos)?);
+        let mut fields: Vec<FieldRef> = ls.fields().iter().cloned().collect();
+        for r in &rights {
+            fields.extend(
+                r.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| Arc::new(Field::clone(f).with_nullable(true))),
+            );
+        }
+        fields.push(Arc::new(Field::new("offset", DataType::Int64, false)));
+        fields.push(Arc::new(Field::new("timestamp", left_type, true)));
+        let schema = Arc::new(Schema::new_with_metadata(fields, ls.metadata().clone()));
+        let cache = Arc::new(Self::compute_properties(&left, &schema));
+        Ok(Self {
+            left,
+            rights,
+            spec,
+            alias,
+            offsets,
+            schema,
+            shared: Arc::new(SharedState::default()),
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache,
+        })
+    }
+
+    /// The specification.
+    pub fn spec(&self) -> &Arc<HorizonJoinSpec> {
+        &self.spec
+    }
+
+    /// The pseudo-table's alias.
+    pub fn alias(&self) -> &str {
+        &self.alias
+    }
+
+    fn compute_properties(
+        left: &Arc<dyn ExecutionPlan>,
+        schema: &SchemaRef,
+    ) -> PlanProperties {
+        // Left rows keep their order (each repeated once per offset).
+        let orderings: Vec<_> = left
+            .equivalence_properties()
+            .oeq_class()
+            .iter()
+            .cloned()
+            .collect();
+        let eq = EquivalenceProperties::new_with_orderings(Arc::clone(schema), orderings);
+        let partitioning = match left.output_partitioning() {
+            Partitioning::Hash(_, n) => Partitioning::UnknownPartitioning(*n),
+            p => p.clone(),
+        };
+        PlanProperties::new(
+            eq,
+            partitioning,
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        )
+    }
+
+    /// Whether an input's known ordering starts with `ts` ascending.
+    fn ordered_by(plan: &Arc<dyn ExecutionPlan>, ts: &Arc<dyn PhysicalExpr>) -> bool {
+        let Some(col) = ts.downcast_ref::<Column>() else {
+            return false;
+        };
+        plan.output_ordering().is_some_and(|o| {
+            let first = o.first();
+            !first.options.descending
+                && first
+                    .expr
+                    .downcast_ref::<Column>()
+                    .is_some_and(|c| c.index() == col.index())
+        })
+    }
+
+    /// `path=…` as EXPLAIN shows it.
+    fn path(&self) -> String {
+        let known = |p: &Arc<dyn ExecutionPlan>, ts| {
+            if Self::ordered_by(p, ts) {
+                "known"
+            } else {
+                "checked"
+            }
+        };
+        let rights: Vec<&str> = self
+            .rights
+            .iter()
+            .zip(&self.spec.rights)
+            .map(|(p, r)| known(p, &r.right_ts))
+            .collect();
+        format!(
+            "merge x{} cursors (left order {}, right order {}), index for unordered batches",
+            self.offsets.len() * self.rights.len(),
+            known(&self.left, &self.spec.left_ts),
+            rights.join("/")
+        )
+    }
+}
+
+impl DisplayAs for HorizonJoinExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let s = &self.spec;
+        let rights: Vec<String> = s
+            .rights
+            .iter()
+            .map(|r| {
+                let on: Vec<String> = r
+                    .left_keys
+                    .iter()
+                    .zip(&r.right_keys)
+                    .map(|(l, r)| format!("({l}, {r})"))
+                    .collect();
+                let mut d = format!("on=[{}]", on.join(", "));
+                if let Some(filter) = &r.left_filter {
+                    d.push_str(&format!(", left_filter={filter}"));
+                }
+                format!("[{d}, ts={}]", r.right_ts)
+            })
+            .collect();
+        let offsets = format!(
+            "{} AS {} ({} offsets)",
+            s.offsets,
+            self.alias,
+            self.offsets.len()
+        );
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "HorizonJoinExec: rights=[{}], ts={}, offsets={offsets}, path={}",
+                rights.join(", "),
+                s.left_ts,
+                self.path()
+            ),
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "rights=[{}]", rights.join(", "))?;
+                writeln!(f, "offsets={offsets}")?;
+                write!(f, "path={}", self.path())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for HorizonJoinExec {
+    fn name(&self) -> &str {
+        "HorizonJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        InputDistributionRequirements::new(vec![
+            Distribution::UnspecifiedDistribution;
+            1 + self.rights.len()
+        ])
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        let mut v = vec![true];
+        v.extend(self.rights.iter().map(|_| false));
+        v
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false; 1 + self.rights.len()]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        std::iter::once(&self.left).chain(&self.rights).collect()
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        apply_expression_roots(self.spec.all_exprs(), f)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 + self.rights.len() {
+            return internal_err!(
+                "HorizonJoinExec expects {} children",
+                1 + self.rights.len()
+            );
+        }
+        let rights = children.split_off(1);
+        Ok(Arc::new(Self::try_new(
+            children.pop().unwrap(),
+            rights,
+            Arc::clone(&self.spec),
+            self.alias.clone(),
+        )?))
+    }
+
+    /// A new instance whose timelines are built again on the next execution.
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(Self::try_new(
+            Arc::clone(&self.left),
+            self.rights.clone(),
+            Arc::clone(&self.spec),
+            self.alias.clone(),
+        )?))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let n = self.left.output_partitioning().partition_count();
+        if partition >= n {
+            return internal_err!(
+                "HorizonJoinExec: partition {partition} out of range ({n} partitions)"
+            );
+        }
+        Ok(horizon_join_stream(StreamArgs {
+            left: self.left.execute(partition, Arc::clone(&context))?,
+            rights: self.rights.clone(),
+            spec: Arc::clone(&self.spec),
+            offsets: Arc::clone(&self.offsets),
+            schema: Arc::clone(&self.schema),
+            shared: Arc::clone(&self.shared),
+            metrics: HorizonJoinMetrics::new(&self.metrics, partition),
+            context,
+        }))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// Left and right keys pair up: as many on each side, and a string key only
+/// against a string key (a plan decoded from proto is not checked
+/// elsewhere).
+fn check_keys(
+    left_keys: &[Arc<dyn PhysicalExpr>],
+    right_keys: &[Arc<dyn PhysicalExpr>],
+    left: &Schema,
+    right: &Schema,
+) -> Result<()> {
+    if left_keys.len() != right_keys.len() {
+        return plan_err!(
+            "HorizonJoinExec: {} left keys but {} right keys",
+            left_keys.len(),
+            right_keys.len()
+        );
+    }
+    let is_string = |t: &DataType| match t {
+        DataType::Dictionary(_, v) => v.is_string(),
+        t => t.is_string(),
+    };
+    for (l, r) in left_keys.iter().zip(right_keys) {
+        let (lt, rt) = (l.data_type(left)?, r.data_type(right)?);
+        if is_string(&lt) != is_string(&rt) {
+            return plan_err!("join column type mismatch: {lt} and {rt}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! [`BuiltTimeline`]: a right input drained into a [`Timeline`] under a
+//! memory reservation, shared by every partition of one operator
+//! execution. HORIZON JOIN builds one per right table; ASOF JOIN's
+//! `asof_join/stream.rs` does the same inline (it predates this file).
+
+use super::timeline::{Timeline, TimelineBuild};
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr};
+use futures::TryStreamExt;
+use std::sync::{Arc, Mutex};
+
+/// A right side, built once per execution, with the memory it holds.
+///
+/// ```ignore
+/// let built = BuiltTimeline::build("HorizonJoinExec[right 0]", right, &keys, &ts, 1, ctx).await?;
+/// built.ensure_index()?; // before a binary-search lookup
+/// ```
+pub(crate) struct BuiltTimeline {
+    /// The time-ordered right rows.
+    pub timeline: Timeline,
+    reservation: Mutex<MemoryReservation>,
+}
+
+impl BuiltTimeline {
+    /// Drains every partition of `right` (in parallel tasks) into a
+    /// timeline; `factor` is common ticks per right tick. Dropping the
+    /// future stops the tasks (`SpawnedTask` aborts on drop).
+    pub(crate) async fn build(
+        name: &str,
+        right: Arc<dyn ExecutionPlan>,
+        keys: &[Arc<dyn PhysicalExpr>],
+        ts: &Arc<dyn PhysicalExpr>,
+        factor: i64,
+        context: Arc<TaskContext>,
+    ) -> Result<Self> {
+        let reservation = MemoryConsumer::new(name).register(context.memory_pool());
+        let partitions = right.output_partitioning().partition_count();
+        let tasks: Vec<SpawnedTask<Result<Vec<_>>>> = (0..partitions)
+            .map(|p| {
+                let stream = right.execute(p, Arc::clone(&context));
+                SpawnedTask::spawn(async move { stream?.try_collect::<Vec<_>>().await })
+            })
+            .collect();
+        let mut batches = vec![];
+        for t in tasks {
+            let part = t
+                .join()
+                .await
+                .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+            for b in &part {
+                reservation.try_grow(b.get_array_memory_size())?;
+            }
+            batches.extend(part);
+        }
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        // The concatenated copy, then the sequence vectors.
+        let bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+        reservation.try_grow(bytes + rows * 16)?;
+        let timeline = Timeline::try_new(
+            TimelineBuild {
+                schema: right.schema(),
+                keys,
+                ts,
+                factor,
+            },
+            &batches,
+        )?;
+        drop(batches);
+        reservation
+            .resize(timeline.batch.get_array_memory_size() + timeline.extra_bytes());
+        Ok(Self {
+            timeline,
+            reservation: Mutex::new(reservation),
+        })
+    }
+
+    /// Bytes reserved now.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.reservation.lock().unwrap().size()
+    }
+
+    /// Reserves the per-key index's memory and builds it, once for all
+    /// partitions (under the lock, so a partition that waited finds it).
+    pub(crate) fn ensure_index(&self) -> Result<()> {
+        let tl = &self.timeline;
+        if !tl.has_index() {
+            let r = self.reservation.lock().unwrap();
+            if !tl.has_index() {
+                r.try_grow(tl.index_bytes())?;
+                tl.build_index();
+            }
+        }
+        Ok(())
+    }
+}
