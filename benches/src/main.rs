@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use tsjoin_bench::generate::{Workload, generate, is_generated};
 use tsjoin_bench::groupby;
 
+mod asof_cmd;
 mod clickbench_cmd;
 mod fuzz_cmd;
 mod percentile_cmd;
@@ -80,6 +81,9 @@ enum Command {
     /// Measure the progress monitor: its overhead and its estimate at
     /// 25/50/75% of the wall time, over WINDOW JOIN, scan and GROUP BY queries.
     Progress(progress_cmd::ProgressArgs),
+    /// ASOF JOIN (prevailing bid/ask per trade) vs DataFusion's rewrite,
+    /// DuckDB, chdb and Polars, with a scan and a single-thread run.
+    Asof(asof_cmd::AsofArgs),
 }
 
 /// What `groupby` runs.
@@ -750,6 +754,7 @@ async fn main() {
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),
         Command::Clickbench(args) => clickbench_cmd::run(args).await,
         Command::Progress(args) => progress_cmd::run(args).await,
+        Command::Asof(args) => asof_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");
