@@ -91,11 +91,7 @@ impl MergeCursor {
         // Only groups with a row before the start can be met: the scan
         // stops once it has met them all.
         let pos = self.pos;
-        let mut missing = tl
-            .first_seq
-            .iter()
-            .filter(|&&f| (f as usize) < pos)
-            .count();
+        let mut missing = tl.first_seq.iter().filter(|&&f| (f as usize) < pos).count();
         let mut k = self.pos;
         let stop = self.pos.saturating_sub(budget);
         while k > stop && missing > 0 {

@@ -125,7 +125,9 @@ impl Timeline {
     /// Builds the timeline from the right input's batches.
     pub(crate) fn try_new(how: TimelineBuild, batches: &[RecordBatch]) -> Result<Self> {
         let batch = match run_order(&how, batches)? {
-            Some(order) => concat_batches(&how.schema, order.iter().map(|&i| &batches[i]))?,
+            Some(order) => {
+                concat_batches(&how.schema, order.iter().map(|&i| &batches[i]))?
+            }
             None => concat_batches(&how.schema, batches)?,
         };
         let n = batch.num_rows();
@@ -151,28 +153,29 @@ impl Timeline {
             (Some(index), g, groups)
         };
         let arrived_sorted = array_is_non_decreasing(&ts);
-        let (seq, seq_ts): (Vec<u32>, Vec<i64>) = if arrived_sorted && ts.null_count() == 0
-        {
-            // The common case: every row, in input order.
-            ((0..n as u32).collect(), ts.values().to_vec())
-        } else if arrived_sorted {
-            ts.iter()
-                .enumerate()
-                .filter_map(|(i, t)| t.map(|t| (i as u32, t)))
-                .unzip()
-        } else {
-            // Sorting (time, row) pairs directly rather than rows by an
-            // indirect key: no random read of the time per comparison.
-            // Rows are unique, so equal times keep input order.
-            let mut pairs: Vec<(i64, u32)> = ts
-                .iter()
-                .enumerate()
-                .filter_map(|(i, t)| t.map(|t| (t, i as u32)))
-                .collect();
-            pairs.sort_unstable();
-            pairs.into_iter().map(|(t, i)| (i, t)).unzip()
-        };
-        let seq_key: Vec<u32> = if seq.len() == n {
+        let (seq, seq_ts): (Vec<u32>, Vec<i64>) =
+            if arrived_sorted && ts.null_count() == 0 {
+                // The common case: every row, in input order.
+                ((0..n as u32).collect(), ts.values().to_vec())
+            } else if arrived_sorted {
+                ts.iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| t.map(|t| (i as u32, t)))
+                    .unzip()
+            } else {
+                // Sorting (time, row) pairs directly rather than rows by an
+                // indirect key: no random read of the time per comparison.
+                // Rows are unique, so equal times keep input order.
+                let mut pairs: Vec<(i64, u32)> = ts
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| t.map(|t| (t, i as u32)))
+                    .collect();
+                pairs.sort_unstable();
+                pairs.into_iter().map(|(t, i)| (i, t)).unzip()
+            };
+        let identity = arrived_sorted && ts.null_count() == 0;
+        let seq_key: Vec<u32> = if identity {
             // Every row, in input order (`seq` is the identity).
             groups_of_row
         } else {
@@ -317,7 +320,11 @@ mod tests {
     #[test]
     fn ordered_runs_are_put_in_order_not_sorted() {
         let schema = Arc::new(Schema::new(vec![
-            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                false,
+            ),
             Field::new("k", DataType::Int64, false),
         ]));
         // Two time-ordered runs, the later first.
@@ -336,12 +343,18 @@ mod tests {
         assert!(!tl.arrived_sorted);
         assert_eq!(tl.seq_ts, vec![1, 3, 3, 6]);
         assert_eq!(tl.seq, vec![2, 0, 3, 1]);
+        // Key groups (1 → 0, 2 → 1) follow `seq`, not the input rows.
+        assert_eq!(tl.seq_key, vec![0, 0, 0, 1]);
     }
 
     #[test]
     fn warm_up_knows_groups_that_start_later_are_empty() {
         let schema = Arc::new(Schema::new(vec![
-            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), false),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                false,
+            ),
             Field::new("k", DataType::Int64, false),
         ]));
         // Group of key 7 starts after time 2000; key 5 has one early row
