@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use tsjoin_bench::generate::{Workload, generate, is_generated};
 use tsjoin_bench::groupby;
 
+mod asof_cmd;
 mod clickbench_cmd;
 mod fuzz_cmd;
 mod horizon_cmd;
@@ -88,6 +89,9 @@ enum Command {
     /// HORIZON JOIN markouts (61 offsets and a LIST of 5) vs DataFusion's
     /// rewrite, DuckDB, chdb and Polars, answers checked.
     Horizon(horizon_cmd::HorizonArgs),
+    /// ASOF JOIN (prevailing bid/ask per trade) vs DataFusion's rewrite,
+    /// DuckDB, chdb and Polars, with a scan and a single-thread run.
+    Asof(asof_cmd::AsofArgs),
 }
 
 /// What `groupby` runs.
@@ -760,6 +764,7 @@ async fn main() {
         Command::Progress(args) => progress_cmd::run(args).await,
         Command::Priority(args) => priority_cmd::run(args).await,
         Command::Horizon(args) => horizon_cmd::run(args).await,
+        Command::Asof(args) => asof_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

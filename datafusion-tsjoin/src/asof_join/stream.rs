@@ -6,11 +6,14 @@
 use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use crate::temporal::{
-    Found, MergeCursor, Timeline, TimelineBuild, is_non_decreasing, key_arrays, ticks,
+    Found, MergeCursor, Timeline, TimelineBuild, array_is_non_decreasing, key_arrays,
+    tick_array,
 };
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, UInt32Array,
+    new_null_array,
 };
+use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
@@ -191,13 +194,24 @@ impl Joiner {
         let spec = Arc::clone(&self.spec);
         let tl = &self.built.timeline;
         let lt_array = spec.left_ts.evaluate(&left)?.into_array(n)?;
-        let lt = ticks(&lt_array, spec.scale.left_factor())?;
+        let lt = tick_array(&lt_array, spec.scale.left_factor())?;
         let groups = tl.groups_of(&key_arrays(&spec.left_keys, &left)?, n)?;
         let allowed: Option<ArrayRef> = match &spec.left_filter {
             Some(f) => Some(f.evaluate(&left)?.into_array(n)?),
             None => None,
         };
-        let allowed = allowed.as_ref().map(|a| a.as_boolean());
+        // A row looks only where the time is known and the left filter is
+        // true (NULL counts as false).
+        let mut looks = match allowed.as_ref().map(|a| a.as_boolean()) {
+            Some(a) => match a.nulls() {
+                Some(nulls) => a.values() & nulls.inner(),
+                None => a.values().clone(),
+            },
+            None => BooleanBuffer::new_set(n),
+        };
+        if let Some(nulls) = lt.nulls() {
+            looks = &looks & nulls.inner();
+        }
         let tol = spec.tolerance.map(|t| t.ticks(spec.scale.common_nanos()));
         let strict = spec.matching.strict;
         let forward = spec.matching.direction == AsofDirection::Forward;
@@ -212,21 +226,16 @@ impl Joiner {
                 d <= tol as i128
             }
         };
-        let wanted = |i: usize| -> Option<(u32, i64)> {
-            let t = lt[i]?;
-            let g = groups[i]?;
-            if let Some(a) = allowed
-                && !(a.is_valid(i) && a.value(i))
-            {
-                return None;
-            }
-            Some((g, t))
-        };
-        let first = lt.iter().flatten().next().copied();
+        let times = lt.values();
+        let first = lt.iter().flatten().next();
         let merge = !forward
-            && is_non_decreasing(&lt)
+            && array_is_non_decreasing(&lt)
             && first.is_none_or(|t| self.cursor.accepts(t));
-        let mut rows: Vec<Option<u32>> = Vec::with_capacity(n);
+        // The output's right-row positions, written in place (0 where no
+        // match, with the validity bit unset).
+        let mut rows = vec![0u32; n];
+        let mut valid = BooleanBufferBuilder::new(n);
+        valid.append_n(n, false);
         if merge {
             self.metrics.merge_rows.add(n);
             if let Some(t) = first
@@ -234,16 +243,16 @@ impl Joiner {
             {
                 self.cursor.start(tl, t);
             }
-            for (i, &t) in lt.iter().enumerate() {
-                let Some(t) = t else {
-                    rows.push(None);
+            let has_null_times = lt.null_count() > 0;
+            for (i, &t) in times.iter().enumerate() {
+                if has_null_times && lt.is_null(i) {
                     continue;
-                };
+                }
                 self.cursor.advance(tl, t);
-                let Some((g, t)) = wanted(i) else {
-                    rows.push(None);
+                let Some(g) = groups[i] else { continue };
+                if !looks.value(i) {
                     continue;
-                };
+                }
                 let found = match self.cursor.get(tl, g) {
                     Found::Row(r, rt) => Some((r, rt)),
                     Found::Nothing => None,
@@ -252,23 +261,36 @@ impl Joiner {
                         tl.lookup(g, t, false, strict)
                     }
                 };
-                rows.push(found.filter(|&(_, rt)| within(t, rt)).map(|(r, _)| r));
+                if let Some((r, rt)) = found
+                    && within(t, rt)
+                {
+                    rows[i] = r;
+                    valid.set_bit(i, true);
+                }
             }
         } else {
             self.metrics.index_rows.add(n);
             self.ensure_index()?;
-            for i in 0..n {
-                let found = wanted(i).and_then(|(g, t)| {
-                    tl.lookup(g, t, forward, strict)
-                        .filter(|&(_, rt)| within(t, rt))
-                });
-                rows.push(found.map(|(r, _)| r));
+            for (i, &g) in groups.iter().enumerate() {
+                let Some(g) = g else { continue };
+                if !looks.value(i) {
+                    continue;
+                }
+                let t = times[i];
+                if let Some((r, rt)) = tl.lookup(g, t, forward, strict)
+                    && within(t, rt)
+                {
+                    rows[i] = r;
+                    valid.set_bit(i, true);
+                }
             }
         }
-        let indices = UInt32Array::from(rows);
+        let nulls = NullBuffer::new(valid.finish());
+        let none = nulls.null_count() == n;
+        let indices = UInt32Array::new(rows.into(), Some(nulls));
         let mut columns = left.columns().to_vec();
         for c in tl.batch.columns() {
-            columns.push(if tl.batch.num_rows() == 0 || indices.null_count() == n {
+            columns.push(if tl.batch.num_rows() == 0 || none {
                 new_null_array(c.data_type(), n)
             } else {
                 take(c.as_ref(), &indices, None)?

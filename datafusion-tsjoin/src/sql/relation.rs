@@ -333,7 +333,7 @@ impl WindowJoinRelationPlanner {
                 };
                 match key {
                     Some(k) => keys.push(k),
-                    None => rest.push(c.clone()),
+                    None => rest.push(null_as_value(c.clone())?),
                 }
             }
         }
@@ -477,4 +477,36 @@ fn coerce_key(
         }
     };
     Ok((wrap(l, &lt0), wrap(r, &rt0)))
+}
+
+/// QuestDB compares NULL as a value in join conditions: in an ON filter,
+/// `a = b` is true when both sides are NULL and `a != b` (`<>`) is true
+/// when exactly one side is NULL. Rewrites those comparisons, anywhere in
+/// the filter expression (not inside sub-queries), to `IS NOT DISTINCT
+/// FROM` / `IS DISTINCT FROM`. Ordering comparisons (`<`, `>=`, ...) keep
+/// SQL's rule: false (NULL) against a NULL.
+///
+/// ```ignore
+/// // ON t.sym = p.sym AND t.venue != p.venue
+/// let f = null_as_value(col("t.venue").not_eq(col("p.venue")))?;
+/// assert_eq!(f.to_string(), "t.venue IS DISTINCT FROM p.venue");
+/// ```
+pub(super) fn null_as_value(e: Expr) -> Result<Expr> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    e.transform(|e| {
+        Ok(match e {
+            Expr::BinaryExpr(BinaryExpr { left, op, right })
+                if matches!(op, Operator::Eq | Operator::NotEq) =>
+            {
+                let op = if op == Operator::Eq {
+                    Operator::IsNotDistinctFrom
+                } else {
+                    Operator::IsDistinctFrom
+                };
+                Transformed::yes(Expr::BinaryExpr(BinaryExpr { left, op, right }))
+            }
+            e => Transformed::no(e),
+        })
+    })
+    .map(|t| t.data)
 }

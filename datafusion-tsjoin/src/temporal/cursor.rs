@@ -88,7 +88,10 @@ impl MergeCursor {
             return;
         }
         let budget = WARM_UP_PER_GROUP * tl.groups + 1024;
-        let mut missing = tl.groups;
+        // Only groups with a row before the start can be met: the scan
+        // stops once it has met them all.
+        let pos = self.pos;
+        let mut missing = tl.first_seq.iter().filter(|&&f| (f as usize) < pos).count();
         let mut k = self.pos;
         let stop = self.pos.saturating_sub(budget);
         while k > stop && missing > 0 {
@@ -100,8 +103,12 @@ impl MergeCursor {
             }
         }
         if missing > 0 && k > 0 {
-            for l in self.last.iter_mut().filter(|l| **l == NONE) {
-                *l = UNKNOWN;
+            // Groups not met: empty before the start when their first row
+            // is not before it, else only the per-key index knows.
+            for (l, &first) in self.last.iter_mut().zip(&tl.first_seq) {
+                if *l == NONE && (first as usize) < pos {
+                    *l = UNKNOWN;
+                }
             }
         }
     }

@@ -19,5 +19,8 @@ mod timeline;
 
 pub(crate) use build::BuiltTimeline;
 pub(crate) use cursor::{Found, MergeCursor};
+pub(crate) use time::{array_is_non_decreasing, tick_array};
+// Row-by-row forms, kept for the temporal joins that read times as options.
+#[allow(unused_imports)]
 pub(crate) use time::{is_non_decreasing, ticks};
 pub(crate) use timeline::{Timeline, TimelineBuild, key_arrays};

@@ -2,9 +2,9 @@
 //! key group per row and (built only when a lookup needs it) a per-key
 //! index for binary search.
 
-use super::time::{is_non_decreasing, ticks};
+use super::time::{array_is_non_decreasing, tick_array};
 use crate::window_join::KeyIndex;
-use datafusion::arrow::array::{ArrayRef, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{cast, concat_batches};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{Result, exec_err};
@@ -38,9 +38,14 @@ pub(crate) struct Timeline {
     pub seq_ts: Vec<i64>,
     /// Key group of each `seq` entry.
     pub seq_key: Vec<u32>,
+    /// Per key group, its first `seq` entry (`u32::MAX` when it has no
+    /// timed row): a warm-up that did not meet a group knows it empty when
+    /// this is at or after the start.
+    pub first_seq: Vec<u32>,
     /// Number of key groups (1 without keys).
     pub groups: usize,
-    /// True when the right input arrived in time order (no sort ran).
+    /// True when no sort ran: the right input arrived in time order, or in
+    /// time-ordered batches that only needed putting in order.
     pub arrived_sorted: bool,
     keys: Option<KeyIndex>,
     index: OnceLock<KeyedIndex>,
@@ -77,10 +82,54 @@ pub(crate) fn key_arrays(
         .collect()
 }
 
+/// When every batch is time-ordered within and the batches, ordered by
+/// their first time, form one time-ordered sequence without changing the
+/// order of equal times (a partitioned scan of time-ordered files whose
+/// partitions hold time ranges out of order), that order of the batches;
+/// `None` when the input order is already it or no such order exists.
+/// Saves a sort of the whole right side.
+fn run_order(how: &TimelineBuild, batches: &[RecordBatch]) -> Result<Option<Vec<usize>>> {
+    // (first time, last time, input position) of each batch with a time.
+    let mut runs = Vec::with_capacity(batches.len());
+    let mut untimed = vec![];
+    for (i, b) in batches.iter().enumerate() {
+        let ts = tick_array(&how.ts.evaluate(b)?.into_array(b.num_rows())?, how.factor)?;
+        if !array_is_non_decreasing(&ts) {
+            return Ok(None);
+        }
+        let mut timed = ts.iter().flatten();
+        match timed.next() {
+            Some(first) => {
+                let last = timed.last().unwrap_or(first);
+                runs.push((first, last, i));
+            }
+            None => untimed.push(i),
+        }
+    }
+    let in_order = |r: &[(i64, i64, usize)]| {
+        r.windows(2)
+            .all(|w| w[0].1 < w[1].0 || (w[0].1 == w[1].0 && w[0].2 < w[1].2))
+    };
+    if in_order(&runs) {
+        return Ok(None);
+    }
+    runs.sort_unstable_by_key(|&(first, _, i)| (first, i));
+    if !in_order(&runs) {
+        return Ok(None);
+    }
+    // Batches without a time have no place in time order: last.
+    Ok(Some(runs.iter().map(|r| r.2).chain(untimed).collect()))
+}
+
 impl Timeline {
     /// Builds the timeline from the right input's batches.
     pub(crate) fn try_new(how: TimelineBuild, batches: &[RecordBatch]) -> Result<Self> {
-        let batch = concat_batches(&how.schema, batches)?;
+        let batch = match run_order(&how, batches)? {
+            Some(order) => {
+                concat_batches(&how.schema, order.iter().map(|&i| &batches[i]))?
+            }
+            None => concat_batches(&how.schema, batches)?,
+        };
         let n = batch.num_rows();
         // Positions are u32, and the two highest values are markers
         // (cursor.rs's UNKNOWN and NONE).
@@ -91,7 +140,7 @@ impl Timeline {
             );
         }
         let ts_array = how.ts.evaluate(&batch)?.into_array(n)?;
-        let ts = ticks(&ts_array, how.factor)?;
+        let ts = tick_array(&ts_array, how.factor)?;
         let (keys, groups_of_row, groups) = if how.keys.is_empty() {
             (None, vec![0u32; n], 1)
         } else {
@@ -103,24 +152,45 @@ impl Timeline {
             let groups = index.len().max(1);
             (Some(index), g, groups)
         };
-        let arrived_sorted = is_non_decreasing(&ts);
-        let mut seq: Vec<u32> = (0..n as u32)
-            .filter(|&i| ts[i as usize].is_some())
-            .collect();
-        if !arrived_sorted {
-            // Stable: equal times keep input order.
-            seq.sort_by_key(|&i| ts[i as usize]);
+        let arrived_sorted = array_is_non_decreasing(&ts);
+        let (seq, seq_ts): (Vec<u32>, Vec<i64>) =
+            if arrived_sorted && ts.null_count() == 0 {
+                // The common case: every row, in input order.
+                ((0..n as u32).collect(), ts.values().to_vec())
+            } else if arrived_sorted {
+                ts.iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| t.map(|t| (i as u32, t)))
+                    .unzip()
+            } else {
+                // Sorting (time, row) pairs directly rather than rows by an
+                // indirect key: no random read of the time per comparison.
+                // Rows are unique, so equal times keep input order.
+                let mut pairs: Vec<(i64, u32)> = ts
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| t.map(|t| (t, i as u32)))
+                    .collect();
+                pairs.sort_unstable();
+                pairs.into_iter().map(|(t, i)| (i, t)).unzip()
+            };
+        let identity = arrived_sorted && ts.null_count() == 0;
+        let seq_key: Vec<u32> = if identity {
+            // Every row, in input order (`seq` is the identity).
+            groups_of_row
+        } else {
+            seq.iter().map(|&i| groups_of_row[i as usize]).collect()
+        };
+        let mut first_seq = vec![u32::MAX; groups];
+        for (k, &g) in seq_key.iter().enumerate().rev() {
+            first_seq[g as usize] = k as u32;
         }
-        let seq_ts = seq
-            .iter()
-            .map(|&i| ts[i as usize].unwrap_or_default())
-            .collect();
-        let seq_key = seq.iter().map(|&i| groups_of_row[i as usize]).collect();
         Ok(Self {
             batch,
             seq,
             seq_ts,
             seq_key,
+            first_seq,
             groups,
             arrived_sorted,
             keys,
@@ -130,7 +200,10 @@ impl Timeline {
 
     /// Bytes held beyond the batch (for the memory reservation).
     pub(crate) fn extra_bytes(&self) -> usize {
-        self.seq.capacity() * 4 + self.seq_ts.capacity() * 8 + self.seq_key.capacity() * 4
+        self.seq.capacity() * 4
+            + self.seq_ts.capacity() * 8
+            + self.seq_key.capacity() * 4
+            + self.first_seq.capacity() * 4
     }
 
     /// Bytes the per-key index would hold once built.
@@ -206,5 +279,110 @@ impl Timeline {
             let i = ts.partition_point(|&x| if strict { x < t } else { x <= t });
             (i > 0).then(|| (ix.rows[a + i - 1], ts[i - 1]))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::temporal::{Found, MergeCursor};
+    use datafusion::arrow::array::{Int64Array, TimestampMicrosecondArray};
+    use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};
+    use datafusion::physical_expr::expressions::Column;
+
+    fn batch(schema: &SchemaRef, ts: &[i64], k: &[i64]) -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::clone(schema),
+            vec![
+                Arc::new(TimestampMicrosecondArray::from(ts.to_vec())),
+                Arc::new(Int64Array::from(k.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn timeline(batches: &[RecordBatch]) -> Timeline {
+        let schema = batches[0].schema();
+        let ts: Arc<dyn PhysicalExpr> = Arc::new(Column::new("ts", 0));
+        let keys: Vec<Arc<dyn PhysicalExpr>> = vec![Arc::new(Column::new("k", 1))];
+        Timeline::try_new(
+            TimelineBuild {
+                schema,
+                keys: &keys,
+                ts: &ts,
+                factor: 1,
+            },
+            batches,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ordered_runs_are_put_in_order_not_sorted() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                false,
+            ),
+            Field::new("k", DataType::Int64, false),
+        ]));
+        // Two time-ordered runs, the later first.
+        let tl = timeline(&[
+            batch(&schema, &[5, 6], &[1, 2]),
+            batch(&schema, &[1, 2, 3], &[1, 1, 3]),
+        ]);
+        assert!(tl.arrived_sorted);
+        assert_eq!(tl.seq_ts, vec![1, 2, 3, 5, 6]);
+        // A tie across runs whose order would change: sorted instead, the
+        // earlier input first among equal times.
+        let tl = timeline(&[
+            batch(&schema, &[3, 6], &[1, 2]),
+            batch(&schema, &[1, 3], &[1, 1]),
+        ]);
+        assert!(!tl.arrived_sorted);
+        assert_eq!(tl.seq_ts, vec![1, 3, 3, 6]);
+        assert_eq!(tl.seq, vec![2, 0, 3, 1]);
+        // Key groups (1 → 0, 2 → 1) follow `seq`, not the input rows.
+        assert_eq!(tl.seq_key, vec![0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn warm_up_knows_groups_that_start_later_are_empty() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                false,
+            ),
+            Field::new("k", DataType::Int64, false),
+        ]));
+        // Group of key 7 starts after time 2000; key 5 has one early row
+        // beyond any warm-up budget.
+        let n = 200_000i64;
+        let ts: Vec<i64> = (0..n).collect();
+        let k: Vec<i64> = (0..n)
+            .map(|i| match i {
+                0 => 5,
+                i if i > 2000 && i % 2 == 0 => 7,
+                _ => 1,
+            })
+            .collect();
+        let tl = timeline(&[batch(&schema, &ts, &k)]);
+        let group = |key: i64| tl.seq_key[k.iter().position(|&x| x == key).unwrap()];
+        // Within the budget (3 groups: 64 * 3 + 1024 entries) of the start.
+        let mut c = MergeCursor::new(&tl, false);
+        c.start(&tl, 1000);
+        assert_eq!(c.get(&tl, group(7)), Found::Nothing);
+        assert_eq!(c.get(&tl, group(5)), Found::Row(0, 0));
+        // Beyond it: key 7, not started, is known empty; key 5 is not.
+        let mut c = MergeCursor::new(&tl, false);
+        c.start(&tl, 1500);
+        assert_eq!(c.get(&tl, group(7)), Found::Nothing);
+        assert_eq!(c.get(&tl, group(5)), Found::AskIndex);
+        let mut c = MergeCursor::new(&tl, false);
+        c.start(&tl, n - 1);
+        assert_eq!(c.get(&tl, group(5)), Found::AskIndex);
+        assert!(matches!(c.get(&tl, group(7)), Found::Row(..)));
     }
 }
