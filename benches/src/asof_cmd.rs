@@ -392,20 +392,3 @@ fn report(
     write_report(&args.out, &format!("trades-{}", w.trades), &json, &md)?;
     Ok(mismatches.len())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::same_answer;
-
-    #[test]
-    fn answers_compare_counts_exactly_and_sums_loosely() {
-        let a = vec!["10|9|1000.000001|2000".to_string()];
-        assert!(same_answer(
-            &a,
-            &["10|9|1000.0000010001|2000.0".to_string()]
-        ));
-        assert!(!same_answer(&a, &["10|8|1000.000001|2000".to_string()]));
-        assert!(!same_answer(&a, &["10|9|1001|2000".to_string()]));
-        assert!(!same_answer(&a, &[]));
-    }
-}
