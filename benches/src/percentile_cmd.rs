@@ -11,13 +11,10 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema};
-use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::datasource::MemTable;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::{AggregateUDF, col, lit};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_tsjoin::functions::ApproxPercentile;
 use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -46,6 +43,18 @@ pub struct PercentileArgs {
     /// Skip the Python peers.
     #[arg(long)]
     no_peers: bool,
+    /// Skip the peer cells whose name contains any of these (e.g.
+    /// `--skip-peers quantileDD,quantileTDigest,approx_quantile` for the
+    /// slow ones at 50M rows).
+    #[arg(long, value_delimiter = ',')]
+    skip_peers: Vec<String>,
+    /// Also time the peers' three-percentile forms (DuckDB lists, ClickHouse
+    /// `quantilesTiming`, Polars' three expressions).
+    #[arg(long)]
+    peer_arrays: bool,
+    /// Single-thread values/s of tsjoin at 1 group (a table of its own).
+    #[arg(long)]
+    single_thread: bool,
     /// Where the Parquet copies for the peers go.
     #[arg(long, default_value = "benches/data/percentile")]
     dir: PathBuf,
@@ -170,6 +179,10 @@ const PEERS: &str = r#"
 import json, sys, time
 import duckdb, chdb, polars as pl
 path, col, runs, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+skip = [s for s in sys.argv[5].split(",") if s]
+arrays = sys.argv[6] == "1"
+def wanted(name):
+    return not any(s in name for s in skip)
 con = duckdb.connect(); con.execute(f"SET threads={threads}")
 con.execute(f"CREATE TABLE t AS SELECT * FROM '{path}'")
 con.execute(f"CREATE TABLE ex AS SELECT k, list_sort(list({col}))[CAST(ceil(99.0*count(*)/100.0) AS BIGINT)] AS e FROM t GROUP BY k")
@@ -186,30 +199,48 @@ def best(f):
         s = time.perf_counter(); out = f(); b = min(b, time.perf_counter() - s)
     return b, out
 out = {}
-for name, q in [("DuckDB approx_quantile", f"SELECT k, approx_quantile({col}, 0.99) AS a FROM t GROUP BY k"),
-                ("DuckDB quantile_disc (exact)", f"SELECT k, quantile_disc({col}, 0.99) AS a FROM t GROUP BY k")]:
+duck = [("DuckDB approx_quantile", f"approx_quantile({col}, 0.99)"),
+        ("DuckDB quantile_disc (exact)", f"quantile_disc({col}, 0.99)")]
+if arrays:
+    duck += [("DuckDB approx_quantile [p50, p90, p99]", f"approx_quantile({col}, [0.5, 0.9, 0.99])[3]"),
+             ("DuckDB quantile_disc [p50, p90, p99] (exact)", f"quantile_disc({col}, [0.5, 0.9, 0.99])[3]")]
+for name, fn in duck:
+    if not wanted(name): continue
+    q = f"SELECT k, {fn} AS a FROM t GROUP BY k"
     s, r = best(lambda: fetch(q))
     out[name] = (s, err(r))
 settings = f"SETTINGS max_threads={threads}"
-for name, fn in [("ClickHouse quantileTiming", "quantileTiming(0.99)"), ("ClickHouse quantileTDigest", "quantileTDigest(0.99)"), ("ClickHouse quantileDD", "quantileDD(0.01, 0.99)")]:
-    q = f"SELECT k, {fn}({col}) AS a FROM file('{path}', Parquet) GROUP BY k {settings}"
+ch = [("ClickHouse quantileTiming", "quantileTiming(0.99)"), ("ClickHouse quantileTDigest", "quantileTDigest(0.99)"), ("ClickHouse quantileDD", "quantileDD(0.01, 0.99)")]
+if arrays:
+    ch += [("ClickHouse quantilesTiming [p50, p90, p99]", "quantilesTiming(0.5, 0.9, 0.99)")]
+for name, fn in ch:
+    if not wanted(name): continue
+    a = f"{fn}({col})" + ("[3]" if "quantiles" in fn else "")
+    q = f"SELECT k, {a} AS a FROM file('{path}', Parquet) GROUP BY k {settings}"
     chdb.query(q, "Null")
     s, r = best(lambda: chdb.query(q, "ArrowTable"))
     out[name] = (s, err(r))
-df = pl.read_parquet(path)
-s, r = best(lambda: df.group_by("k").agg(pl.col(col).quantile(0.99, interpolation="nearest").alias("a")))
-out["Polars quantile nearest (exact)"] = (s, err(r.to_arrow()))
+if wanted("Polars"):
+    df = pl.read_parquet(path)
+    s, r = best(lambda: df.group_by("k").agg(pl.col(col).quantile(0.99, interpolation="nearest").alias("a")))
+    out["Polars quantile nearest (exact)"] = (s, err(r.to_arrow()))
+    if arrays:
+        s, r = best(lambda: df.group_by("k").agg([pl.col(col).quantile(q, interpolation="nearest").alias(n) for q, n in [(0.5, "b"), (0.9, "c"), (0.99, "a")]]).select("k", "a"))
+        out["Polars [p50, p90, p99] nearest (exact)"] = (s, err(r.to_arrow()))
 print(json.dumps(out))
 "#;
 
 /// Runs the benchmark and prints a markdown table per group count.
 pub async fn run(args: PercentileArgs) -> Result<()> {
     std::fs::create_dir_all(&args.dir)?;
-    let udf = Arc::new(AggregateUDF::new_from_impl(ApproxPercentile::percentile()));
     println!(
         "rows {}, threads {}, best of {}; error = max over groups of |answer - exact| / exact (exact: nearest-rank p99)\n",
         args.rows, args.threads, args.runs
     );
+    println!("load average at start: {}\n", load_average());
+    if args.single_thread && args.groups.contains(&1) {
+        single_thread(&args).await?;
+    }
     for &g in &args.groups {
         let parts = table(args.rows, g, args.threads);
         let ctx: SessionContext =
@@ -234,22 +265,19 @@ pub async fn run(args: PercentileArgs) -> Result<()> {
                     max_error(&r, &want),
                 ));
             }
-            let ps = ScalarValue::List(ScalarValue::new_list_nullable(
-                &[0.5, 0.9, 0.99].map(|p| ScalarValue::Float64(Some(p))),
-                &DataType::Float64,
-            ));
-            let (s, r) = time_df(args.runs, || async {
-                ctx.table("lat").await?.aggregate(
-                    vec![col("k")],
-                    vec![udf.call(vec![col(column), lit(ps.clone()), lit(3i64)])],
-                )
-            })
-            .await?;
+            let sql = format!(
+                "SELECT k, approx_percentile({column}, ARRAY[0.5, 0.9, 0.99], 3) FROM lat GROUP BY k"
+            );
+            let (s, r) = time_df(args.runs, || ctx.tsjoin_sql(&sql)).await?;
             cells.push((
                 "tsjoin approx_percentile [p50, p90, p99], precision 3".into(),
                 s,
                 max_error(&r, &want),
             ));
+            // What DataFusion's GROUP BY costs with the cheapest aggregate.
+            let sql = format!("SELECT k, max({column}) FROM lat GROUP BY k");
+            let (s, _) = time_df(args.runs, || ctx.sql(&sql)).await?;
+            cells.push(("DataFusion max (GROUP BY floor)".into(), s, f64::NAN));
             if g <= args.datafusion_max_groups {
                 let sql = format!(
                     "SELECT k, approx_percentile_cont({column}, 0.99) FROM lat GROUP BY k"
@@ -276,6 +304,10 @@ pub async fn run(args: PercentileArgs) -> Result<()> {
                 let out = std::process::Command::new("python3")
                     .args(["-c", PEERS, path.to_str().unwrap(), column])
                     .args([args.runs.to_string(), args.threads.to_string()])
+                    .args([
+                        args.skip_peers.join(","),
+                        (args.peer_arrays as u8).to_string(),
+                    ])
                     .output()
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 match serde_json::from_slice::<HashMap<String, (f64, Option<f64>)>>(
@@ -295,10 +327,62 @@ pub async fn run(args: PercentileArgs) -> Result<()> {
                 }
             }
             for (name, s, e) in cells {
-                println!("| {name} | {input} | {:.0} | {e:.1e} |", s * 1000.0);
+                let e = if e.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{e:.1e}")
+                };
+                println!("| {name} | {input} | {:.0} | {e} |", s * 1000.0);
             }
         }
         println!();
     }
+    println!("load average at end: {}", load_average());
+    Ok(())
+}
+
+/// `/proc/loadavg`'s first three fields (the machine is shared).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// tsjoin's values per second on one thread, one group.
+async fn single_thread(args: &PercentileArgs) -> Result<()> {
+    let parts = table(args.rows, 1, 1);
+    let ctx: SessionContext =
+        tsjoin_context(SessionConfig::new().with_target_partitions(1));
+    let schema = parts[0][0].schema();
+    ctx.register_table("lat", Arc::new(MemTable::try_new(schema, parts)?))?;
+    println!(
+        "### 1 group, 1 thread\n\n| engine | input | ms | M values/s |\n|---|---|---|---|"
+    );
+    for (column, input) in [("li", "BIGINT"), ("lf", "DOUBLE")] {
+        for (what, p) in [
+            ("p99", "0.99"),
+            ("[p50, p90, p99]", "ARRAY[0.5, 0.9, 0.99]"),
+        ] {
+            for precision in [2, 3] {
+                let sql = format!(
+                    "SELECT approx_percentile({column}, {p}, {precision}) FROM lat"
+                );
+                let (s, _) = time_df(args.runs, || ctx.tsjoin_sql(&sql)).await?;
+                println!(
+                    "| tsjoin approx_percentile {what}, precision {precision} | {input} | {:.0} | {:.0} |",
+                    s * 1000.0,
+                    args.rows as f64 / s / 1e6
+                );
+            }
+        }
+        let sql = format!("SELECT max({column}) FROM lat");
+        let (s, _) = time_df(args.runs, || ctx.sql(&sql)).await?;
+        println!(
+            "| DataFusion max (floor) | {input} | {:.0} | {:.0} |",
+            s * 1000.0,
+            args.rows as f64 / s / 1e6
+        );
+    }
+    println!();
     Ok(())
 }

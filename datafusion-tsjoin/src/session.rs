@@ -61,6 +61,11 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
                 aggregates.push(f);
             }
         }
+        // `ARRAY[...]` of constants (approx_percentile's array form), after
+        // any planner DataFusion has.
+        self.expr_planners()
+            .get_or_insert_with(Vec::new)
+            .push(Arc::new(crate::functions::ConstantArrayPlanner));
         let scalars = self.scalar_functions().get_or_insert_with(Vec::new);
         scalars.push(Arc::new(crate::sql::limit_marker()));
         self.relation_planners()

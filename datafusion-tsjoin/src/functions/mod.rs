@@ -8,5 +8,6 @@ pub(crate) use first_last::Position;
 pub use first_last::{FirstLast, first_last_udafs};
 pub(crate) use known::KnownAggregate;
 pub use percentile::{
-    ApproxPercentile, HDR_MEDIAN, percentile_udafs, rename_approx_median,
+    ApproxPercentile, ConstantArrayPlanner, HDR_MEDIAN, percentile_udafs,
+    rename_approx_median,
 };

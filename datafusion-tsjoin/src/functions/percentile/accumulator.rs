@@ -3,8 +3,7 @@
 //! It retracts rows too, so sliding window frames work.
 
 use super::histogram::{
-    ExpRange, Kind, NO_RANGE, Spec, double_key, evaluate, merge_double_key,
-    negative_int_error,
+    ExpRange, NO_RANGE, Spec, decode_state, double_key, evaluate, negative_int_error,
 };
 use super::slots::Slots;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
@@ -81,7 +80,7 @@ impl Accumulator for PercentileAccumulator {
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
         let mut out = Vec::with_capacity(self.spec.ps.len());
-        evaluate(&self.spec, &self.slots, &mut out);
+        evaluate(&self.spec, &mut self.slots, &mut out);
         if !self.spec.list {
             return Ok(ScalarValue::Float64(out[0]));
         }
@@ -105,20 +104,10 @@ impl Accumulator for PercentileAccumulator {
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let states = states[0].as_binary::<i32>();
-        let layout = self.spec.layout;
-        let double = self.spec.kind == Kind::Double;
+        let mut pairs = vec![];
         for state in states.iter().flatten() {
-            let mut err = Ok(());
-            let ok = Slots::decode(state, |k, c| {
-                if double && err.is_ok() {
-                    err = merge_double_key(&layout, k, &mut self.range);
-                }
-                self.slots.add_n(k, c);
-            });
-            err?;
-            if ok.is_none() {
-                return internal_err!("corrupt approx_percentile state");
-            }
+            decode_state(&self.spec, state, &mut self.range, &mut pairs)?;
+            self.slots.merge_sorted(&pairs);
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! states (so answers do not depend on partitioning or thread count).
 
 use super::histogram::{
-    ExpRange, Kind, NO_RANGE, Spec, double_key, evaluate, merge_double_key,
+    ExpRange, Kind, NO_RANGE, Spec, decode_state, double_key, evaluate,
     negative_int_error,
 };
 use super::slots::Slots;
@@ -25,6 +25,10 @@ pub(crate) struct PercentileGroups {
     ranges: Vec<ExpRange>,
     /// Heap bytes of all groups' slots.
     heap: usize,
+    /// One batch's keys (reused).
+    keys: Vec<u32>,
+    /// One state's pairs (reused).
+    pairs: Vec<(u32, u64)>,
 }
 
 impl PercentileGroups {
@@ -34,6 +38,8 @@ impl PercentileGroups {
             groups: vec![],
             ranges: vec![],
             heap: 0,
+            keys: vec![],
+            pairs: vec![],
         }
     }
 
@@ -46,19 +52,25 @@ impl PercentileGroups {
         }
     }
 
-    #[cold]
-    fn add_slow(&mut self, g: usize, key: u32, n: u64) {
-        let s = &mut self.groups[g];
-        self.heap -= s.heap_size();
-        s.add_n(key, n);
-        self.heap += s.heap_size();
-    }
-
+    /// Counts `self.keys[i]` in group `group_indices[i]` for every row `i`
+    /// that `keep` accepts: the hot loop, one tight scatter over the batch
+    /// (the keys were computed before, in a loop of their own).
     #[inline]
-    fn add(&mut self, g: usize, key: u32) {
-        if !self.groups[g].add_fast(key) {
-            self.add_slow(g, key, 1);
+    fn scatter(&mut self, group_indices: &[usize], keep: impl Fn(usize) -> bool) {
+        let groups = &mut self.groups;
+        let mut heap = 0isize;
+        for (i, (&k, &g)) in self.keys.iter().zip(group_indices).enumerate() {
+            if !keep(i) {
+                continue;
+            }
+            let s = &mut groups[g];
+            if !s.add_fast(k) {
+                heap -= s.heap_size() as isize;
+                s.add_slow(k);
+                heap += s.heap_size() as isize;
+            }
         }
+        self.heap = (self.heap as isize + heap) as usize;
     }
 }
 
@@ -80,36 +92,50 @@ impl GroupsAccumulator for PercentileGroups {
         let values = &values[0];
         let all = values.null_count() == 0 && opt_filter.is_none();
         let layout = self.spec.layout;
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
         match values.data_type() {
             DataType::Int64 => {
                 let a = values.as_primitive::<Int64Type>().values();
-                for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
-                    if all || keep(values, opt_filter, i) {
-                        if v < 0 {
-                            return Err(negative_int_error());
-                        }
-                        self.add(g, layout.int_key(v as u64));
-                    }
+                let negative = if all {
+                    a.iter().fold(0, |m, &v| m.min(v)) < 0
+                } else {
+                    (0..a.len()).any(|i| a[i] < 0 && keep(values, opt_filter, i))
+                };
+                if negative {
+                    return Err(negative_int_error());
                 }
+                keys.extend(a.iter().map(|&v| layout.int_key(v as u64)));
             }
             DataType::UInt64 => {
                 let a = values.as_primitive::<UInt64Type>().values();
-                for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
-                    if all || keep(values, opt_filter, i) {
-                        self.add(g, layout.int_key(v));
-                    }
-                }
+                keys.extend(a.iter().map(|&v| layout.int_key(v)));
             }
             DataType::Float64 => {
+                // The exponent range is per group and its error depends on
+                // the order of values, so doubles stay one loop.
                 let a = values.as_primitive::<Float64Type>().values();
                 for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
                     if v.is_finite() && (all || keep(values, opt_filter, i)) {
                         let k = double_key(&layout, v, &mut self.ranges[g])?;
-                        self.add(g, k);
+                        let s = &mut self.groups[g];
+                        if !s.add_fast(k) {
+                            self.heap -= s.heap_size();
+                            s.add_slow(k);
+                            self.heap += s.heap_size();
+                        }
                     }
                 }
+                self.keys = keys;
+                return Ok(());
             }
             t => return internal_err!("approx_percentile got input type {t}"),
+        }
+        self.keys = keys;
+        if all {
+            self.scatter(group_indices, |_| true);
+        } else {
+            self.scatter(group_indices, |i| keep(values, opt_filter, i));
         }
         Ok(())
     }
@@ -120,10 +146,11 @@ impl GroupsAccumulator for PercentileGroups {
             emit_to.take_needed(&mut self.ranges);
         }
         self.heap -= groups.iter().map(Slots::heap_size).sum::<usize>();
+        let mut groups = groups;
         let mut answers = Vec::with_capacity(self.spec.ps.len());
         if !self.spec.list {
             let mut b = Float64Builder::with_capacity(groups.len());
-            for s in &groups {
+            for s in &mut groups {
                 answers.clear();
                 evaluate(&self.spec, s, &mut answers);
                 b.append_option(answers[0]);
@@ -131,7 +158,7 @@ impl GroupsAccumulator for PercentileGroups {
             return Ok(Arc::new(b.finish()) as ArrayRef);
         }
         let mut b = ListBuilder::with_capacity(Float64Builder::new(), groups.len());
-        for s in &groups {
+        for s in &mut groups {
             answers.clear();
             evaluate(&self.spec, s, &mut answers);
             if answers.iter().any(Option::is_none) {
@@ -145,14 +172,14 @@ impl GroupsAccumulator for PercentileGroups {
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        let groups = emit_to.take_needed(&mut self.groups);
+        let mut groups = emit_to.take_needed(&mut self.groups);
         if self.spec.kind == Kind::Double {
             emit_to.take_needed(&mut self.ranges);
         }
         self.heap -= groups.iter().map(Slots::heap_size).sum::<usize>();
         let mut b = BinaryBuilder::with_capacity(groups.len(), groups.len() * 8);
         let mut buf = vec![];
-        for s in &groups {
+        for s in &mut groups {
             buf.clear();
             s.encode(&mut buf);
             b.append_value(&buf);
@@ -168,23 +195,20 @@ impl GroupsAccumulator for PercentileGroups {
     ) -> Result<()> {
         self.resize(total_num_groups);
         let states = values[0].as_binary::<i32>();
-        let layout = self.spec.layout;
-        let double = self.spec.kind == Kind::Double;
+        let mut no_range = NO_RANGE;
         for (i, &g) in group_indices.iter().enumerate() {
             if states.is_null(i) {
                 continue;
             }
-            let mut err = Ok(());
-            let ok = Slots::decode(states.value(i), |k, c| {
-                if double && err.is_ok() {
-                    err = merge_double_key(&layout, k, &mut self.ranges[g]);
-                }
-                self.add_slow(g, k, c);
-            });
-            err?;
-            if ok.is_none() {
-                return internal_err!("corrupt approx_percentile state");
-            }
+            let range = match self.spec.kind {
+                Kind::Double => &mut self.ranges[g],
+                Kind::Int => &mut no_range,
+            };
+            decode_state(&self.spec, states.value(i), range, &mut self.pairs)?;
+            let s = &mut self.groups[g];
+            self.heap -= s.heap_size();
+            s.merge_sorted(&self.pairs);
+            self.heap += s.heap_size();
         }
         Ok(())
     }
@@ -252,6 +276,8 @@ impl GroupsAccumulator for PercentileGroups {
     fn size(&self) -> usize {
         self.heap
             + self.groups.capacity() * size_of::<Slots>()
+            + self.keys.capacity() * size_of::<u32>()
+            + self.pairs.capacity() * size_of::<(u32, u64)>()
             + self.ranges.capacity() * size_of::<ExpRange>()
     }
 }

@@ -3,7 +3,7 @@
 
 use super::layout::{HIGHEST_ALLOWED_DOUBLE, Layout, count_at_percentile, java_double};
 use super::slots::Slots;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, internal_err};
 
 /// Which HdrHistogram QuestDB uses for the input type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,9 +144,33 @@ pub(crate) fn merge_double_key(
     Ok(())
 }
 
+/// Decodes a partial state into `pairs` (ascending keys), widening `range`
+/// for double input (QuestDB's error where the merged range is too wide).
+pub(crate) fn decode_state(
+    spec: &Spec,
+    bytes: &[u8],
+    range: &mut ExpRange,
+    pairs: &mut Vec<(u32, u64)>,
+) -> Result<()> {
+    pairs.clear();
+    let double = spec.kind == Kind::Double;
+    let mut err = Ok(());
+    let ok = Slots::decode(bytes, |k, c| {
+        if double && err.is_ok() {
+            err = merge_double_key(&spec.layout, k, range);
+        }
+        pairs.push((k, c));
+    });
+    err?;
+    if ok.is_none() {
+        return internal_err!("corrupt approx_percentile state");
+    }
+    Ok(())
+}
+
 /// The answers for one group: one per percentile of `spec`, `None` for a
 /// group without values.
-pub(crate) fn evaluate(spec: &Spec, slots: &Slots, out: &mut Vec<Option<f64>>) {
+pub(crate) fn evaluate(spec: &Spec, slots: &mut Slots, out: &mut Vec<Option<f64>>) {
     let mut n = 0u64;
     let mut first_positive = None;
     slots.walk(|k, c| {
@@ -210,7 +234,7 @@ mod tests {
             slots.add(k);
         }
         let mut out = vec![];
-        evaluate(&spec, &slots, &mut out);
+        evaluate(&spec, &mut slots, &mut out);
         Ok(out[0])
     }
 

@@ -11,6 +11,8 @@
 //! - `groups` / `accumulator`: the `GroupsAccumulator` for GROUP BY and the
 //!   plain `Accumulator` for `OVER (...)` and WINDOW JOIN.
 //! - `udaf`: the SQL functions and their argument checks.
+//! - [`ConstantArrayPlanner`]: `ARRAY[0.5, 0.9, 0.99]` of constants as a
+//!   list literal (the array form's percentile argument).
 //!
 //! DataFusion has its own `approx_median` (t-digest). tsjoin registers
 //! QuestDB's as `approx_median_hdr` and [`rename_approx_median`] makes
@@ -35,12 +37,14 @@
 //! ```
 
 mod accumulator;
+mod array_literal;
 mod groups;
 mod histogram;
 pub(crate) mod layout;
 pub(crate) mod slots;
 mod udaf;
 
+pub use array_literal::ConstantArrayPlanner;
 pub use udaf::{ApproxPercentile, HDR_MEDIAN};
 
 use datafusion::logical_expr::AggregateUDF;

@@ -1,39 +1,58 @@
-//! One group's histogram counts, stored as compactly as the group allows.
+//! One group's histogram counts, stored as compactly as the group allows
+//! and cheap to add to.
 //!
 //! A dense counts array per group is what makes naive per-group
 //! HdrHistograms unusable at high cardinality (3.7 GiB at 100K groups,
-//! precision 3). A group starts with a few unsorted `(key, count)` slots;
-//! once it outgrows them it becomes a dense array over the keys it spans
-//! when at least a quarter of that span is in use, and a hash map of the
-//! keys in use otherwise. Counts are integers, so merging groups is exact.
+//! precision 3); a hash map or a searched slot list per group makes every
+//! row slow. So a group appends the keys of new values to a plain buffer
+//! (`pending`: no search, no branch on a representation) and counts them
+//! only when the buffer fills: sorted, run-length counted and merged into
+//! the group's counts, which are a dense array over the keys they span when
+//! that is small enough (at most [`DENSE_FILL`] times the keys in use, or
+//! the number of values recorded), and sorted `(key, count)` pairs
+//! otherwise. Once dense, a value whose key is in the array's span is
+//! counted in place. A quiet group is just its few keys (4 bytes a value);
+//! a busy one is a counts array. Counts are integers, so merging is exact.
 
-use datafusion::common::HashMap;
 use std::mem::size_of;
 
-/// Slots a group keeps unsorted before it turns dense or hashed.
-const SPARSE_SLOTS: usize = 16;
-/// A dense span never has to be more than this many times the keys in use
-/// (or [`DENSE_FREE_SPAN`] keys, whichever is more).
+/// A group's buffer is counted once it holds this many keys (or as many as
+/// the group has distinct keys, whichever is more, so that merging into
+/// many sorted pairs stays linear overall).
+const PENDING_LIMIT: usize = 1024;
+/// A dense array never spans more than this many times the keys in use,
+/// unless it spans fewer keys than the values it counts (or
+/// [`DENSE_FREE_SPAN`]).
 const DENSE_FILL: usize = 4;
 /// A span this small may always be dense.
 const DENSE_FREE_SPAN: usize = 256;
 
 /// The counts of one group.
+///
+/// ```ignore
+/// let mut s = Slots::default();
+/// s.add(7);
+/// s.add(7);
+/// assert_eq!(s.entries(), [(7, 2)]);
+/// ```
 #[derive(Debug, Default, Clone)]
-pub(crate) enum Slots {
-    /// Nothing recorded.
+pub(crate) struct Slots {
+    /// Keys recorded and not yet counted, one per value, in any order.
+    pending: Vec<u32>,
+    /// The counted keys.
+    counts: Counts,
+}
+
+/// The counted part of a group.
+#[derive(Debug, Default, Clone)]
+enum Counts {
+    /// Nothing counted.
     #[default]
     Empty,
-    /// At most [`SPARSE_SLOTS`] distinct keys, unsorted.
-    Sparse(Vec<(u32, u64)>),
-    /// Counts of keys `base..base + counts.len()`; `used` of them non-zero.
-    Dense {
-        base: u32,
-        used: u32,
-        counts: Vec<u64>,
-    },
-    /// Many distinct keys spread too thinly for a dense array.
-    Map(Box<HashMap<u32, u64>>),
+    /// Counts of keys `base..base + counts.len()`.
+    Dense { base: u32, counts: Box<[u64]> },
+    /// Non-zero counts in ascending key order.
+    Sorted(Vec<(u32, u64)>),
 }
 
 impl Slots {
@@ -41,189 +60,175 @@ impl Slots {
     #[inline]
     pub fn add(&mut self, key: u32) {
         if !self.add_fast(key) {
-            self.add_n(key, 1);
+            self.add_slow(key);
         }
     }
 
-    /// The common case of [`Slots::add`], without allocating: `false` when
-    /// the slow path must run.
+    /// [`Slots::add`] when it neither allocates nor counts the buffer (so
+    /// the group's heap size does not change); `false` otherwise, and
+    /// nothing was added.
     #[inline]
     pub fn add_fast(&mut self, key: u32) -> bool {
-        match self {
-            Slots::Dense { base, used, counts } => {
-                let i = key.wrapping_sub(*base) as usize;
-                if let Some(c) = counts.get_mut(i) {
-                    *used += (*c == 0) as u32;
-                    *c += 1;
-                    return true;
-                }
-                false
-            }
-            Slots::Sparse(v) => {
-                for s in v.iter_mut() {
-                    if s.0 == key {
-                        s.1 += 1;
-                        return true;
-                    }
-                }
-                false
-            }
-            _ => false,
+        if let Counts::Dense { base, counts } = &mut self.counts
+            && let Some(c) = counts.get_mut(key.wrapping_sub(*base) as usize)
+        {
+            *c += 1;
+            return true;
+        }
+        let len = self.pending.len();
+        if len < self.pending.capacity() && len + 1 < PENDING_LIMIT {
+            self.pending.push(key);
+            return true;
+        }
+        false
+    }
+
+    /// The rest of [`Slots::add`]: the buffer grows or is counted.
+    #[cold]
+    #[inline(never)]
+    pub fn add_slow(&mut self, key: u32) {
+        if self.add_fast(key) {
+            return;
+        }
+        self.pending.push(key);
+        let limit = match &self.counts {
+            Counts::Sorted(v) => v.len().max(PENDING_LIMIT),
+            _ => PENDING_LIMIT,
+        };
+        if self.pending.len() >= limit {
+            self.flush();
         }
     }
 
-    /// Adds `n` to `key`'s count (any representation, may allocate).
-    pub fn add_n(&mut self, key: u32, n: u64) {
-        if n == 0 {
+    /// Counts the buffered keys.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
             return;
         }
-        match self {
-            Slots::Empty => *self = Slots::Sparse(vec![(key, n)]),
-            Slots::Sparse(v) => {
-                if let Some(s) = v.iter_mut().find(|s| s.0 == key) {
-                    s.1 += n;
-                } else if v.len() < SPARSE_SLOTS {
-                    v.push((key, n));
-                } else {
-                    let mut entries = std::mem::take(v);
-                    entries.push((key, n));
-                    *self = Self::from_entries(entries);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_unstable();
+        self.absorb(&runs(&pending));
+        pending.clear();
+        self.pending = pending;
+    }
+
+    /// Adds `(key, count)` pairs in ascending key order (distinct keys) to
+    /// the counts, choosing their representation anew when they do not fit.
+    fn absorb(&mut self, pairs: &[(u32, u64)]) {
+        let (Some(first), Some(last)) = (pairs.first(), pairs.last()) else {
+            return;
+        };
+        if let Counts::Dense { base, counts } = &mut self.counts {
+            let end = *base as u64 + counts.len() as u64;
+            if first.0 >= *base && (last.0 as u64) < end {
+                for &(k, c) in pairs {
+                    counts[(k - *base) as usize] += c;
                 }
+                return;
             }
-            Slots::Dense { base, used, counts } => {
-                let i = key.wrapping_sub(*base) as usize;
-                if let Some(c) = counts.get_mut(i) {
-                    *used += (*c == 0) as u32;
-                    *c += n;
-                    return;
+        }
+        let mut merged = Vec::with_capacity(pairs.len() + self.counted_len());
+        let mut theirs = pairs.iter().copied().peekable();
+        self.walk_counts(|k, c| {
+            while let Some(&(pk, pc)) = theirs.peek() {
+                if pk >= k {
+                    break;
                 }
-                let lo = (*base).min(key);
-                let hi = (*base as usize + counts.len() - 1).max(key as usize);
-                let span = hi - lo as usize + 1;
-                if span <= dense_limit(*used as usize + 1) {
-                    let mut grown = vec![0u64; span];
-                    let at = (*base - lo) as usize;
-                    grown[at..at + counts.len()].copy_from_slice(counts);
-                    grown[(key - lo) as usize] = n;
-                    *base = lo;
-                    *used += 1;
-                    *counts = grown;
-                } else {
-                    let mut entries = self.entries();
-                    entries.push((key, n));
-                    *self = Self::from_entries(entries);
-                }
+                merged.push((pk, pc));
+                theirs.next();
             }
-            Slots::Map(map) => {
-                *map.entry(key).or_insert(0) += n;
-                // Turn dense once the keys in use fill enough of their span.
-                let len = map.len();
-                if len.is_power_of_two() && len >= 64 {
-                    let (lo, hi) = map
-                        .keys()
-                        .fold((u32::MAX, 0), |(l, h), &k| (l.min(k), h.max(k)));
-                    if ((hi - lo) as usize) < dense_limit(len) {
-                        let entries = self.entries();
-                        *self = Self::from_entries(entries);
-                    }
+            match theirs.peek() {
+                Some(&(pk, pc)) if pk == k => {
+                    merged.push((k, c + pc));
+                    theirs.next();
                 }
+                _ => merged.push((k, c)),
             }
+            true
+        });
+        merged.extend(theirs);
+        self.counts = Counts::from_sorted(merged);
+    }
+
+    /// An upper bound of the counted keys in use.
+    fn counted_len(&self) -> usize {
+        match &self.counts {
+            Counts::Empty => 0,
+            Counts::Dense { counts, .. } => counts.len(),
+            Counts::Sorted(v) => v.len(),
+        }
+    }
+
+    /// Adds the pairs of a partial state (ascending, distinct keys).
+    pub fn merge_sorted(&mut self, pairs: &[(u32, u64)]) {
+        if pairs.iter().all(|p| p.1 == 1) && pairs.len() < PENDING_LIMIT {
+            for &(k, _) in pairs {
+                self.add(k);
+            }
+        } else {
+            self.absorb(pairs);
+        }
+    }
+
+    /// Adds `n` to `key`'s count.
+    #[cfg(test)]
+    pub fn add_n(&mut self, key: u32, n: u64) {
+        match n {
+            0 => {}
+            1 => self.add(key),
+            n => self.absorb(&[(key, n)]),
         }
     }
 
     /// Subtracts one from `key`'s count (a window frame's row leaving).
     pub fn remove(&mut self, key: u32) {
-        match self {
-            Slots::Empty => {}
-            Slots::Sparse(v) => {
-                if let Some(i) = v.iter().position(|s| s.0 == key) {
+        if let Some(i) = self.pending.iter().position(|&k| k == key) {
+            self.pending.swap_remove(i);
+            return;
+        }
+        match &mut self.counts {
+            Counts::Empty => {}
+            Counts::Dense { base, counts } => {
+                if let Some(c) = counts.get_mut(key.wrapping_sub(*base) as usize) {
+                    *c = c.saturating_sub(1);
+                }
+            }
+            Counts::Sorted(v) => {
+                if let Ok(i) = v.binary_search_by_key(&key, |e| e.0) {
                     v[i].1 -= 1;
                     if v[i].1 == 0 {
-                        v.swap_remove(i);
+                        v.remove(i);
                     }
                 }
             }
-            Slots::Dense { base, used, counts } => {
-                if let Some(c) = counts.get_mut(key.wrapping_sub(*base) as usize)
-                    && *c > 0
-                {
-                    *c -= 1;
-                    *used -= (*c == 0) as u32;
-                }
-            }
-            Slots::Map(map) => {
-                if let Some(c) = map.get_mut(&key) {
-                    *c -= 1;
-                    if *c == 0 {
-                        map.remove(&key);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The best representation of `entries` (distinct keys, any order).
-    fn from_entries(entries: Vec<(u32, u64)>) -> Self {
-        if entries.is_empty() {
-            return Slots::Empty;
-        }
-        if entries.len() <= SPARSE_SLOTS {
-            return Slots::Sparse(entries);
-        }
-        let (lo, hi) = entries
-            .iter()
-            .fold((u32::MAX, 0), |(l, h), &(k, _)| (l.min(k), h.max(k)));
-        let span = (hi - lo) as usize + 1;
-        if span <= dense_limit(entries.len()) {
-            let mut counts = vec![0u64; span];
-            for &(k, c) in &entries {
-                counts[(k - lo) as usize] += c;
-            }
-            Slots::Dense {
-                base: lo,
-                used: entries.len() as u32,
-                counts,
-            }
-        } else {
-            let mut map = HashMap::with_capacity(entries.len());
-            map.extend(entries);
-            Slots::Map(Box::new(map))
         }
     }
 
     /// The non-zero `(key, count)` pairs in ascending key order.
+    #[cfg(test)]
     pub fn entries(&self) -> Vec<(u32, u64)> {
-        let mut v = match self {
-            Slots::Empty => return vec![],
-            Slots::Sparse(v) => v.clone(),
-            Slots::Dense { base, counts, .. } => {
-                return counts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| **c > 0)
-                    .map(|(i, &c)| (base + i as u32, c))
-                    .collect();
-            }
-            Slots::Map(map) => map.iter().map(|(&k, &c)| (k, c)).collect(),
-        };
-        v.sort_unstable_by_key(|e| e.0);
+        let mut v = vec![];
+        self.clone().walk(|k, c| {
+            v.push((k, c));
+            true
+        });
         v
     }
 
-    /// Calls `f` with each non-zero `(key, count)` in ascending key order
-    /// until it returns `false`.
-    pub fn walk(&self, mut f: impl FnMut(u32, u64) -> bool) {
-        match self {
-            Slots::Empty => {}
-            Slots::Dense { base, counts, .. } => {
+    /// Calls `f` with each counted non-zero `(key, count)` in ascending key
+    /// order until it returns `false`; the buffer is not included.
+    fn walk_counts(&self, mut f: impl FnMut(u32, u64) -> bool) {
+        match &self.counts {
+            Counts::Empty => {}
+            Counts::Dense { base, counts } => {
                 for (i, &c) in counts.iter().enumerate() {
                     if c > 0 && !f(base + i as u32, c) {
                         return;
                     }
                 }
             }
-            _ => {
-                for (k, c) in self.entries() {
+            Counts::Sorted(v) => {
+                for &(k, c) in v {
                     if !f(k, c) {
                         return;
                     }
@@ -232,35 +237,70 @@ impl Slots {
         }
     }
 
+    /// Calls `f` with each non-zero `(key, count)` in ascending key order
+    /// until it returns `false`. Sorts the buffer in place (no allocation).
+    pub fn walk(&mut self, mut f: impl FnMut(u32, u64) -> bool) {
+        self.pending.sort_unstable();
+        let pending = &self.pending;
+        let mut i = 0;
+        // The buffer's next run of equal keys, as (key, count).
+        let next_run = |i: &mut usize| -> Option<(u32, u64)> {
+            let k = *pending.get(*i)?;
+            let start = *i;
+            while *i < pending.len() && pending[*i] == k {
+                *i += 1;
+            }
+            Some((k, (*i - start) as u64))
+        };
+        let mut run = next_run(&mut i);
+        let mut go = true;
+        self.walk_counts(|k, c| {
+            let mut c = c;
+            while let Some((pk, pc)) = run {
+                if pk > k {
+                    break;
+                }
+                if pk == k {
+                    c += pc;
+                } else if !f(pk, pc) {
+                    go = false;
+                    return false;
+                }
+                run = next_run(&mut i);
+            }
+            go = f(k, c);
+            go
+        });
+        while go && let Some((pk, pc)) = run {
+            go = f(pk, pc);
+            run = next_run(&mut i);
+        }
+    }
+
     /// Merges `other` into `self`.
     #[cfg(test)]
     pub fn merge(&mut self, other: &Slots) {
-        if let Slots::Empty = self {
-            *self = other.clone();
-            return;
-        }
-        other.walk(|k, c| {
-            self.add_n(k, c);
+        let mut pairs = vec![];
+        other.clone().walk(|k, c| {
+            pairs.push((k, c));
             true
         });
+        self.merge_sorted(&pairs);
     }
 
     /// Heap bytes this group holds.
     pub fn heap_size(&self) -> usize {
-        match self {
-            Slots::Empty => 0,
-            Slots::Sparse(v) => v.capacity() * size_of::<(u32, u64)>(),
-            Slots::Dense { counts, .. } => counts.capacity() * size_of::<u64>(),
-            Slots::Map(map) => {
-                size_of::<HashMap<u32, u64>>()
-                    + map.capacity() * (size_of::<(u32, u64)>() + 1)
+        self.pending.capacity() * size_of::<u32>()
+            + match &self.counts {
+                Counts::Empty => 0,
+                Counts::Dense { counts, .. } => counts.len() * size_of::<u64>(),
+                Counts::Sorted(v) => v.capacity() * size_of::<(u32, u64)>(),
             }
-        }
     }
 
     /// Appends the state encoding: LEB128 `(key delta, count)` pairs in
     /// ascending key order.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    pub fn encode(&mut self, out: &mut Vec<u8>) {
         let mut prev = 0u32;
         self.walk(|k, c| {
             put_varint(out, (k - prev) as u64);
@@ -290,8 +330,39 @@ impl Slots {
     }
 }
 
-fn dense_limit(used: usize) -> usize {
-    (used * DENSE_FILL).max(DENSE_FREE_SPAN)
+impl Counts {
+    /// The best representation of `pairs` (ascending, distinct keys).
+    fn from_sorted(pairs: Vec<(u32, u64)>) -> Self {
+        let (Some(&(lo, _)), Some(&(hi, _))) = (pairs.first(), pairs.last()) else {
+            return Counts::Empty;
+        };
+        let span = (hi - lo) as usize + 1;
+        let values: u64 = pairs.iter().map(|p| p.1).sum();
+        let limit = (pairs.len() * DENSE_FILL)
+            .max(DENSE_FREE_SPAN)
+            .max(values.min(usize::MAX as u64) as usize);
+        if span <= limit {
+            let mut counts = vec![0u64; span].into_boxed_slice();
+            for (k, c) in pairs {
+                counts[(k - lo) as usize] = c;
+            }
+            Counts::Dense { base: lo, counts }
+        } else {
+            Counts::Sorted(pairs)
+        }
+    }
+}
+
+/// Run-length counts of sorted keys.
+fn runs(sorted: &[u32]) -> Vec<(u32, u64)> {
+    let mut out: Vec<(u32, u64)> = Vec::with_capacity(sorted.len());
+    for &k in sorted {
+        match out.last_mut() {
+            Some(last) if last.0 == k => last.1 += 1,
+            _ => out.push((k, 1)),
+        }
+    }
+    out
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -324,40 +395,72 @@ mod tests {
     #[test]
     fn every_representation_counts_like_a_map() {
         let mut rng = StdRng::seed_from_u64(7);
-        for case in 0..300 {
+        for case in 0..400 {
             let spread: u32 = [4, 64, 600, 100_000, 6_000_000][case % 5];
-            let n = rng.random_range(0..2000);
+            let n = rng.random_range(0..[2000, 6000][case % 2]);
             let mut s = Slots::default();
             let mut want = BTreeMap::new();
             for _ in 0..n {
                 let k = rng.random_range(0..spread);
-                s.add(k);
-                *want.entry(k).or_insert(0u64) += 1;
+                if rng.random_bool(0.02) {
+                    let c = rng.random_range(0..5);
+                    s.add_n(k, c);
+                    *want.entry(k).or_insert(0u64) += c;
+                } else {
+                    s.add(k);
+                    *want.entry(k).or_insert(0u64) += 1;
+                }
                 if rng.random_bool(0.05) {
                     s.remove(k);
                     let c = want.get_mut(&k).unwrap();
-                    *c -= 1;
-                    if *c == 0 {
-                        want.remove(&k);
-                    }
+                    *c = c.saturating_sub(1);
+                }
+                if rng.random_bool(0.001) {
+                    // A walk in the middle (sorts the buffer in place).
+                    s.walk(|_, _| true);
                 }
             }
+            want.retain(|_, c| *c > 0);
             let want: Vec<_> = want.into_iter().collect();
             assert_eq!(s.entries(), want, "case {case}");
             let mut bytes = vec![];
             s.encode(&mut bytes);
             let mut back = Slots::default();
-            Slots::decode(&bytes, |k, c| back.add_n(k, c)).unwrap();
+            let mut pairs = vec![];
+            Slots::decode(&bytes, |k, c| pairs.push((k, c))).unwrap();
+            back.merge_sorted(&pairs);
             assert_eq!(back.entries(), want);
             let mut merged = s.clone();
             merged.merge(&back);
             let doubled: Vec<_> = want.iter().map(|&(k, c)| (k, 2 * c)).collect();
             assert_eq!(merged.entries(), doubled);
-            // Never a dense array much wider than the keys in use.
-            if let Slots::Dense { counts, .. } = &s {
-                assert!(counts.len() <= dense_limit(want.len() + 1));
+            // Stopping a walk early.
+            let mut seen = 0;
+            s.walk(|_, _| {
+                seen += 1;
+                seen < 3
+            });
+            assert_eq!(seen, want.len().min(3));
+            // Never a dense array much wider than the keys in use or the
+            // values counted.
+            if let Counts::Dense { counts, .. } = &s.counts {
+                let values: u64 = want.iter().map(|e| e.1).sum();
+                let limit = (want.len() * DENSE_FILL)
+                    .max(DENSE_FREE_SPAN)
+                    .max(values as usize);
+                assert!(counts.len() <= 2 * limit + 64, "case {case}");
             }
         }
+    }
+
+    #[test]
+    fn a_busy_narrow_group_turns_dense() {
+        let mut s = Slots::default();
+        for i in 0..10_000u32 {
+            s.add(i % 3000);
+        }
+        assert!(matches!(s.counts, Counts::Dense { .. }));
+        assert!(s.pending.len() < PENDING_LIMIT);
     }
 
     #[test]
@@ -378,8 +481,8 @@ mod tests {
         for k in [5, 6_000_000, 5, 17] {
             s.add(k);
         }
-        assert!(matches!(s, Slots::Sparse(_)));
-        assert!(s.heap_size() <= SPARSE_SLOTS * 16);
+        assert!(matches!(s.counts, Counts::Empty));
+        assert!(s.heap_size() <= 16);
         assert!(Slots::decode(&[0x80], |_, _| ()).is_none());
     }
 }

@@ -121,6 +121,9 @@ fn percentiles(e: &Arc<dyn PhysicalExpr>) -> Result<(Vec<f64>, bool)> {
                     }
                 }
             }
+            if ps.is_empty() {
+                return plan_err!("invalid percentile array: it must not be empty");
+            }
             Ok((ps, true))
         }
         v => match v.cast_to(&DataType::Float64)? {
