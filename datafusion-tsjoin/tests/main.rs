@@ -17,6 +17,7 @@ mod memory;
 mod percentile;
 mod progress;
 mod slt;
+mod streaming;
 mod support;
 mod user_facing;
 mod verify;
