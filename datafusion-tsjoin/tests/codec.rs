@@ -43,7 +43,7 @@ async fn explain_shows_the_operator() {
         "range=[1 second preceding, 2 seconds following]",
         "prevailing=exclude",
         "aggs=[avg(",
-        "path=fast, kernels=",
+        "path=streaming (left order checked; unordered batches: fast, kernels=",
         "workers=3",
     ] {
         assert!(
@@ -66,6 +66,32 @@ async fn settings_choose_the_path() {
         displayable(plan.as_ref()).indent(true).to_string()
     };
     let best = datafusion_tsjoin::bench::KernelSet::detect().name();
+    // Streaming by default where the fast path applies; the setting (kept
+    // by the codec) gives the index path back.
+    let text = explain(ctx.clone()).await;
+    assert!(
+        text.contains("path=streaming (left order checked;"),
+        "{text}"
+    );
+    let streaming = physical_plan(&ctx, sql).await;
+    let back = round_trip(&streaming, &ctx);
+    assert!(
+        displayable(back.as_ref())
+            .indent(true)
+            .to_string()
+            .contains("path=streaming")
+    );
+    ctx.tsjoin_sql("SET tsjoin.window_join_streaming = false")
+        .await
+        .unwrap();
+    let index = physical_plan(&ctx, sql).await;
+    let back = round_trip(&index, &ctx);
+    assert!(
+        displayable(back.as_ref())
+            .indent(true)
+            .to_string()
+            .contains(&format!("path=fast, kernels={best}"))
+    );
     assert!(
         explain(ctx.clone())
             .await

@@ -71,7 +71,12 @@ fn left_partitions(
     }
 }
 
-async fn run(ctx: &SessionContext, sql: &str, streaming: bool, fast: bool) -> Vec<Vec<String>> {
+async fn run(
+    ctx: &SessionContext,
+    sql: &str,
+    streaming: bool,
+    fast: bool,
+) -> Vec<Vec<String>> {
     for set in [
         format!("tsjoin.window_join_streaming = {streaming}"),
         format!("tsjoin.window_join_fast_path = {fast}"),
@@ -152,7 +157,7 @@ async fn run_case(seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_matches_reference_and_index_path() {
-    let cases = crate::support::case_count("TSJOIN_DIFF_CASES", 1500);
+    let cases = crate::support::case_count("TSJOIN_DIFF_CASES", 800);
     for seed in 0..cases {
         run_case(seed).await;
     }

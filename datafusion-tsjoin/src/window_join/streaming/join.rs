@@ -435,7 +435,10 @@ impl Walker {
 
     /// The batch's active rows as `(row, group, window start, window end)`
     /// in row order, or `None` when their times decrease somewhere.
-    fn active_rows(&self, left: &RecordBatch) -> Result<Option<Vec<(u32, u32, i64, i64)>>> {
+    fn active_rows(
+        &self,
+        left: &RecordBatch,
+    ) -> Result<Option<Vec<(u32, u32, i64, i64)>>> {
         let spec = &self.spec;
         let n = left.num_rows();
         let ts = eval_ticks(&spec.left_ts, left, spec.scale.left_factor())?;
@@ -494,7 +497,15 @@ impl Walker {
                 .filter(|_| include && w.ring.front().is_none_or(|&(t, _)| t != start));
             let r = row as usize;
             for (i, fast) in self.plan.aggs.iter().enumerate() {
-                fill(&right, w, prev, *fast, self.non_null_slot[i], r, &mut out[i]);
+                fill(
+                    &right,
+                    w,
+                    prev,
+                    *fast,
+                    self.non_null_slot[i],
+                    r,
+                    &mut out[i],
+                );
             }
         }
     }
@@ -547,13 +558,21 @@ fn fill(
             let lane = &right.lanes[c];
             match out {
                 Out::Float(v, ok) => {
-                    let d = if max { &w.cols[c].fmax } else { &w.cols[c].fmin };
+                    let d = if max {
+                        &w.cols[c].fmax
+                    } else {
+                        &w.cols[c].fmin
+                    };
                     if let Some(x) = d.with(p.map(|p| lane.floats[p as usize])) {
                         (v[r], ok[r]) = (x, true);
                     }
                 }
                 Out::Int(v, ok) => {
-                    let d = if max { &w.cols[c].imax } else { &w.cols[c].imin };
+                    let d = if max {
+                        &w.cols[c].imax
+                    } else {
+                        &w.cols[c].imin
+                    };
                     if let Some(x) = d.with(p.map(|p| lane.ints[p as usize])) {
                         (v[r], ok[r]) = (x, true);
                     }

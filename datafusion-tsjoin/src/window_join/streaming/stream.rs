@@ -4,14 +4,15 @@
 //! path instead (its index built once, from the same right rows).
 
 use super::join::{Lane, RightSide, Walker};
+use crate::kernels::KernelSet;
 use crate::temporal::{Timeline, TimelineBuild};
 use crate::window_join::build::{IndexBuild, RightIndex, build_right_index};
+use crate::window_join::eval::batch_referenced_size;
 use crate::window_join::fast::FastPlan;
 use crate::window_join::fast::column::ColumnType;
 use crate::window_join::fast::probe::probe_batch;
 use crate::window_join::metrics::WindowJoinMetrics;
 use crate::window_join::spec::{WindowJoinSettings, WindowJoinSpec};
-use crate::kernels::KernelSet;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -114,14 +115,16 @@ async fn build(
             .await
             .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
         for b in &part {
-            reservation.try_grow(b.get_array_memory_size())?;
+            // Slices of one table share its buffers: count what each
+            // references, not the whole buffers once per slice.
+            reservation.try_grow(batch_referenced_size(b))?;
         }
         batches.extend(part);
     }
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     metrics.build_input_rows.add(rows);
     // The concatenated copy, then the sequence vectors.
-    let batch_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    let batch_bytes: usize = batches.iter().map(batch_referenced_size).sum();
     reservation.try_grow(batch_bytes + rows * 16)?;
     let timeline = Timeline::try_new(
         TimelineBuild {
@@ -158,12 +161,9 @@ async fn build(
         .collect::<Result<Vec<_>>>()?;
     let held = batch.get_array_memory_size()
         + timeline.extra_bytes()
-        + lanes.iter().map(Lane::bytes).sum::<usize>()
-        + picks
-            .iter()
-            .flatten()
-            .map(|a| a.get_array_memory_size())
-            .sum::<usize>();
+        + lanes.iter().map(Lane::bytes).sum::<usize>();
+    // (The pick arrays are usually the batch's own columns: not counted
+    // again.)
     reservation.try_resize(held)?;
     metrics.build_mem_used.set(held);
     Ok(Built {

@@ -199,8 +199,11 @@ mod tests {
         let mut g = Gen(0x9e37_79b9_7f4a_7c15);
         for case in 0..200 {
             let mut window: VecDeque<(i64, f64)> = VecDeque::new();
-            let (mut sum, mut min, mut max) =
-                (SumStack::default(), MonoDeque::new(false), MonoDeque::new(true));
+            let (mut sum, mut min, mut max) = (
+                SumStack::default(),
+                MonoDeque::new(false),
+                MonoDeque::new(true),
+            );
             let mut t = 0i64;
             for _ in 0..300 {
                 for _ in 0..g.below(4) {
@@ -230,7 +233,8 @@ mod tests {
                     "case {case}: {got} vs {direct} over {vals:?}"
                 );
                 assert_eq!(sum.len(), vals.len());
-                let non_nan: Vec<f64> = vals.iter().copied().filter(|v| !v.is_nan()).collect();
+                let non_nan: Vec<f64> =
+                    vals.iter().copied().filter(|v| !v.is_nan()).collect();
                 let want_max = if non_nan.len() < vals.len() {
                     Some(f64::NAN)
                 } else {
