@@ -285,9 +285,10 @@ async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
     let fast = format!("tsjoin fast path, {threads} threads");
     // (key, label, threads, settings) of each tsjoin configuration.
     type Config<'a> = (&'a str, String, usize, Vec<(&'a str, &'a str)>);
-    // The index-path setups switch the streaming path off (it is the
-    // default where it applies); "streaming" and "streaming1" run it.
+    // The index-path setups pin the streaming path off (its default);
+    // "streaming" and "streaming1" switch it on.
     const INDEX: (&str, &str) = ("tsjoin.window_join_streaming", "false");
+    const STREAM: (&str, &str) = ("tsjoin.window_join_streaming", "true");
     let configs: Vec<Config> = vec![
         ("fast", fast.clone(), threads, vec![INDEX]),
         (
@@ -300,13 +301,13 @@ async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
             "streaming",
             format!("tsjoin streaming path, {threads} threads"),
             threads,
-            vec![],
+            vec![STREAM],
         ),
         (
             "streaming1",
             "tsjoin streaming path, 1 thread".into(),
             1,
-            vec![],
+            vec![STREAM],
         ),
         (
             "scalar",

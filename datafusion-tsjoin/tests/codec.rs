@@ -43,7 +43,7 @@ async fn explain_shows_the_operator() {
         "range=[1 second preceding, 2 seconds following]",
         "prevailing=exclude",
         "aggs=[avg(",
-        "path=streaming (left order checked; unordered batches: fast, kernels=",
+        "path=fast, kernels=",
         "workers=3",
     ] {
         assert!(
@@ -66,8 +66,11 @@ async fn settings_choose_the_path() {
         displayable(plan.as_ref()).indent(true).to_string()
     };
     let best = datafusion_tsjoin::bench::KernelSet::detect().name();
-    // Streaming by default where the fast path applies; the setting (kept
-    // by the codec) gives the index path back.
+    // The streaming path where the fast path applies when the setting
+    // (kept by the codec) is on.
+    ctx.tsjoin_sql("SET tsjoin.window_join_streaming = true")
+        .await
+        .unwrap();
     let text = explain(ctx.clone()).await;
     assert!(
         text.contains("path=streaming (left order checked;"),

@@ -78,7 +78,7 @@ async fn run_case(seed: u64) {
     // with the best kernels, with the scalar kernels, and the general path.
     // `blocks` 0 makes every float sum and min/max read the block structures,
     // 100000 makes every one scan its window with the kernels.
-    // The streaming path (default) walks the ordered batches of this
+    // The streaming path walks the ordered batches of this
     // shuffled left input and hands the others to the index path; the rest
     // run the index path alone (tests/streaming.rs covers ordered input).
     for (fast, simd, blocks, streaming) in [

@@ -142,6 +142,9 @@ async fn run_case(seed: u64) {
 
     let sql = shape.sql();
     let want = reference(&left, &right, &shape);
+    ctx.tsjoin_sql("SET tsjoin.window_join_streaming = true")
+        .await
+        .unwrap();
     let plan = physical_plan(&ctx, &sql).await;
     let text = displayable(plan.as_ref()).indent(true).to_string();
     assert!(text.contains("path=streaming"), "{sql}\n{text}");
@@ -223,6 +226,12 @@ async fn explain_shows_the_streaming_path() {
         let plan = physical_plan(&ctx, sql).await;
         displayable(plan.as_ref()).indent(true).to_string()
     };
+    // Off by default.
+    let t = text(ctx.clone(), sql).await;
+    assert!(t.contains("path=fast, kernels="), "{t}");
+    ctx.tsjoin_sql("SET tsjoin.window_join_streaming = true")
+        .await
+        .unwrap();
     let t = text(ctx.clone(), sql).await;
     assert!(t.contains("path=streaming (left order known;"), "{t}");
     let swapped = "SELECT r.id, avg(l.v) FROM r WINDOW JOIN l ON r.k = l.k \

@@ -338,7 +338,7 @@ impl Default for WindowJoinSettings {
             simd: true,
             sum_prefix_min: DEFAULT_SUM_PREFIX_MIN,
             min_max_table_min: DEFAULT_MIN_MAX_TABLE_MIN,
-            streaming: true,
+            streaming: false,
         }
     }
 }

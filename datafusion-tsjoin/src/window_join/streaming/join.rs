@@ -139,6 +139,9 @@ struct KeyWindow {
     non_null: Vec<VecDeque<(i64, u32)>>,
 }
 
+/// An active left row: `(row, key group, window start, window end)`.
+type Active = (u32, u32, i64, i64);
+
 /// Per output aggregate, its values for one left batch.
 enum Out {
     Count(Vec<i64>),
@@ -270,9 +273,12 @@ impl Walker {
         s
     }
 
-    /// Pushes every right row with time at most `end`.
+    /// Pushes every right row with time at most `end`, evicting each
+    /// pushed key's rows before `start` (the current window start, which
+    /// only rises) as it goes: a key asked rarely would otherwise hold every
+    /// row since it was last asked.
     #[inline]
-    fn advance(&mut self, end: i64) {
+    fn advance(&mut self, start: i64, end: i64) {
         while self.pos < self.right.timeline.seq_ts.len() {
             let (t, row, g) = {
                 let tl = &self.right.timeline;
@@ -284,6 +290,7 @@ impl Walker {
             self.pos += 1;
             let k = self.key(g);
             self.push(k, t, row);
+            self.evict(k, start);
         }
     }
 
@@ -435,10 +442,7 @@ impl Walker {
 
     /// The batch's active rows as `(row, group, window start, window end)`
     /// in row order, or `None` when their times decrease somewhere.
-    fn active_rows(
-        &self,
-        left: &RecordBatch,
-    ) -> Result<Option<Vec<(u32, u32, i64, i64)>>> {
+    fn active_rows(&self, left: &RecordBatch) -> Result<Option<Vec<Active>>> {
         let spec = &self.spec;
         let n = left.num_rows();
         let ts = eval_ticks(&spec.left_ts, left, spec.scale.left_factor())?;
@@ -477,7 +481,7 @@ impl Walker {
         Ok(Some(active))
     }
 
-    fn walk(&mut self, active: &[(u32, u32, i64, i64)], out: &mut [Out]) {
+    fn walk(&mut self, active: &[Active], out: &mut [Out]) {
         let Some(&(_, _, first_start, _)) = active.first() else {
             return;
         };
@@ -487,7 +491,7 @@ impl Walker {
         let include = self.spec.prevailing == Prevailing::Include;
         let right = Arc::clone(&self.right);
         for &(row, g, start, end) in active {
-            self.advance(end);
+            self.advance(start, end);
             let k = self.key(g);
             self.evict(k, start);
             self.time = Some(start);

@@ -25,7 +25,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
 //! use datafusion_tsjoin::TsJoinContextExt;
 //! let ctx = datafusion_tsjoin::tsjoin_context(Default::default());
-//! ctx.tsjoin_sql("SET tsjoin.window_join_streaming = false").await?.collect().await?;
+//! ctx.tsjoin_sql("SET tsjoin.window_join_streaming = true").await?.collect().await?;
 //! # Ok(()) }
 //! ```
 
