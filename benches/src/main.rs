@@ -142,11 +142,12 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "q1,q2,q3,q4")]
     queries: Vec<String>,
     /// tsjoin setups to run: fast (all threads), single (fast path, one
-    /// thread), scalar (scalar kernels), general (general path).
+    /// thread), streaming / streaming1 (streaming path, all threads / one),
+    /// scalar (scalar kernels), general (general path).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fast,single,scalar,general"
+        default_value = "fast,single,streaming,streaming1,scalar,general"
     )]
     setups: Vec<String>,
     /// Skip DataFusion's plain-SQL rewrites (slow at large scales).
@@ -296,14 +297,35 @@ async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {
     let fast = format!("tsjoin fast path, {threads} threads");
     // (key, label, threads, settings) of each tsjoin configuration.
     type Config<'a> = (&'a str, String, usize, Vec<(&'a str, &'a str)>);
+    // The index-path setups pin the streaming path off (its default);
+    // "streaming" and "streaming1" switch it on.
+    const INDEX: (&str, &str) = ("tsjoin.window_join_streaming", "false");
+    const STREAM: (&str, &str) = ("tsjoin.window_join_streaming", "true");
     let configs: Vec<Config> = vec![
-        ("fast", fast.clone(), threads, vec![]),
-        ("single", "tsjoin fast path, 1 thread".into(), 1, vec![]),
+        ("fast", fast.clone(), threads, vec![INDEX]),
+        (
+            "single",
+            "tsjoin fast path, 1 thread".into(),
+            1,
+            vec![INDEX],
+        ),
+        (
+            "streaming",
+            format!("tsjoin streaming path, {threads} threads"),
+            threads,
+            vec![STREAM],
+        ),
+        (
+            "streaming1",
+            "tsjoin streaming path, 1 thread".into(),
+            1,
+            vec![STREAM],
+        ),
         (
             "scalar",
             format!("tsjoin scalar kernels, {threads} threads"),
             threads,
-            vec![("tsjoin.window_join_simd", "false")],
+            vec![("tsjoin.window_join_simd", "false"), INDEX],
         ),
         (
             "general",

@@ -173,6 +173,9 @@ struct WindowJoinExecProto {
     /// Absent in plans encoded before the setting existed: the default.
     #[prost(uint64, optional, tag = "18")]
     min_max_table_min: Option<u64>,
+    /// Off in plans encoded before the setting existed (its default).
+    #[prost(bool, tag = "19")]
+    streaming: bool,
 }
 
 fn decode_err(what: &str) -> DataFusionError {
@@ -608,6 +611,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
                 .map_or(crate::window_join::DEFAULT_MIN_MAX_TABLE_MIN, |v| {
                     v as usize
                 }),
+            streaming: msg.streaming,
         };
         let exec = WindowJoinExec::try_new(
             Arc::clone(left),
@@ -723,6 +727,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             simd_off: !exec.settings().simd,
             sum_prefix_min: exec.settings().sum_prefix_min as u64,
             min_max_table_min: Some(exec.settings().min_max_table_min as u64),
+            streaming: exec.settings().streaming,
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf)

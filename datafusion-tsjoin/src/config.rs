@@ -42,6 +42,11 @@ extensions_options! {
         /// read a block min/max table (O(1) per window) instead of scanning
         /// the window with the kernels (0: always the table).
         pub window_join_min_max_table_min: usize, default = crate::window_join::DEFAULT_MIN_MAX_TABLE_MIN
+        /// Run WINDOW JOINs whose query the fast path covers on the
+        /// streaming path (sliding per-key windows over left input in time
+        /// order; EXPLAIN: `path=streaming`). Off by default: on this
+        /// machine it measured slower than the index path (benches/README.md).
+        pub window_join_streaming: bool, default = false
         /// Run grouped count/sum/min/max/avg on tsjoin's inline two-phase
         /// aggregate (`InlineAggregateExec`) where it applies, instead of
         /// DataFusion's hash aggregate.

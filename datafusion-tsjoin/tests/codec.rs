@@ -66,6 +66,35 @@ async fn settings_choose_the_path() {
         displayable(plan.as_ref()).indent(true).to_string()
     };
     let best = datafusion_tsjoin::bench::KernelSet::detect().name();
+    // The streaming path where the fast path applies when the setting
+    // (kept by the codec) is on.
+    ctx.tsjoin_sql("SET tsjoin.window_join_streaming = true")
+        .await
+        .unwrap();
+    let text = explain(ctx.clone()).await;
+    assert!(
+        text.contains("path=streaming (left order checked;"),
+        "{text}"
+    );
+    let streaming = physical_plan(&ctx, sql).await;
+    let back = round_trip(&streaming, &ctx);
+    assert!(
+        displayable(back.as_ref())
+            .indent(true)
+            .to_string()
+            .contains("path=streaming")
+    );
+    ctx.tsjoin_sql("SET tsjoin.window_join_streaming = false")
+        .await
+        .unwrap();
+    let index = physical_plan(&ctx, sql).await;
+    let back = round_trip(&index, &ctx);
+    assert!(
+        displayable(back.as_ref())
+            .indent(true)
+            .to_string()
+            .contains(&format!("path=fast, kernels={best}"))
+    );
     assert!(
         explain(ctx.clone())
             .await

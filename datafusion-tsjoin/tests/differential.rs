@@ -78,14 +78,21 @@ async fn run_case(seed: u64) {
     // with the best kernels, with the scalar kernels, and the general path.
     // `blocks` 0 makes every float sum and min/max read the block structures,
     // 100000 makes every one scan its window with the kernels.
-    for (fast, simd, blocks) in [
-        (true, true, 0),
-        (true, true, 100_000),
-        (true, false, 0),
-        (true, false, 100_000),
-        (false, true, 0),
+    // The streaming path walks the ordered batches of this
+    // shuffled left input and hands the others to the index path; the rest
+    // run the index path alone (tests/streaming.rs covers ordered input).
+    for (fast, simd, blocks, streaming) in [
+        (true, true, 0, true),
+        (true, true, 0, false),
+        (true, true, 100_000, false),
+        (true, false, 0, false),
+        (true, false, 100_000, false),
+        (false, true, 0, false),
     ] {
         ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {fast}"))
+            .await
+            .unwrap();
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_streaming = {streaming}"))
             .await
             .unwrap();
         ctx.tsjoin_sql(&format!("SET tsjoin.window_join_simd = {simd}"))
@@ -109,7 +116,7 @@ async fn run_case(seed: u64) {
             .collect();
         assert_eq!(
             got, want,
-            "seed {seed} fast={fast} simd={simd} blocks={blocks}\n{sql}\nleft {left:?}\nright {right:?}"
+            "seed {seed} fast={fast} simd={simd} blocks={blocks} streaming={streaming}\n{sql}\nleft {left:?}\nright {right:?}"
         );
     }
     // The shapes the fast path covers do take it.
@@ -122,6 +129,14 @@ async fn run_case(seed: u64) {
             .indent(true)
             .to_string();
         assert!(text.contains("path=fast"), "{sql}\n{text}");
+        ctx.tsjoin_sql("SET tsjoin.window_join_streaming = true")
+            .await
+            .unwrap();
+        let plan = physical_plan(&ctx, &sql).await;
+        let text = datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(true)
+            .to_string();
+        assert!(text.contains("path=streaming"), "{sql}\n{text}");
     }
 }
 

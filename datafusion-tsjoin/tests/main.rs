@@ -19,6 +19,7 @@ mod percentile;
 mod priority;
 mod progress;
 mod slt;
+mod streaming;
 mod support;
 mod user_facing;
 mod verify;

@@ -5,12 +5,14 @@ use super::fast::FastPlan;
 use super::metrics::WindowJoinMetrics;
 use super::spec::{TimeScale, WindowJoinSettings, WindowJoinSpec};
 use super::stream::{SharedState, StreamArgs, window_join_stream};
+use super::streaming::{StreamingArgs, StreamingShared, streaming_stream};
 use crate::kernels::KernelSet;
+use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
@@ -40,6 +42,10 @@ pub struct WindowJoinExec {
     fast: Option<Arc<FastPlan>>,
     /// Kernels the fast path runs.
     kernels: KernelSet,
+    /// `Some(left order known)` when the streaming path runs.
+    streaming: Option<bool>,
+    /// The streaming path's right side, shared like `shared`.
+    streaming_shared: Arc<StreamingShared>,
     /// The right index and the pool of join tasks, shared by the
     /// partitions of one execution.
     shared: Arc<SharedState>,
@@ -82,6 +88,8 @@ impl WindowJoinExec {
         } else {
             None
         };
+        let streaming = (settings.streaming && fast.is_some())
+            .then(|| Self::left_ordered(&left, &spec.left_ts));
         let mut fields: Vec<FieldRef> = left.schema().fields().iter().cloned().collect();
         fields.extend(spec.aggs.iter().map(|a| Arc::clone(&a.field)));
         let schema = Arc::new(Schema::new_with_metadata(
@@ -98,6 +106,8 @@ impl WindowJoinExec {
             settings,
             fast,
             kernels: KernelSet::choose(settings.simd),
+            streaming,
+            streaming_shared: Arc::default(),
             shared: Arc::new(SharedState::new(settings.workers, partitions)),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
@@ -117,6 +127,8 @@ impl WindowJoinExec {
             settings: self.settings,
             fast: self.fast.clone(),
             kernels: self.kernels,
+            streaming: self.streaming,
+            streaming_shared: Arc::default(),
             shared: Arc::new(SharedState::new(self.settings.workers, partitions)),
             metrics: ExecutionPlanMetricsSet::new(),
             cache: Arc::clone(&self.cache),
@@ -151,6 +163,29 @@ impl WindowJoinExec {
         self.fast.is_some()
     }
 
+    /// True when this operator runs the streaming path (time-ordered left
+    /// batches walk the right side in time order; see `streaming/`).
+    pub fn is_streaming(&self) -> bool {
+        self.streaming.is_some()
+    }
+
+    /// Whether every left partition is known to be ordered by `ts`
+    /// (ascending, NULLs either end: NULL times join nothing).
+    fn left_ordered(left: &Arc<dyn ExecutionPlan>, ts: &Arc<dyn PhysicalExpr>) -> bool {
+        [true, false].into_iter().any(|nulls_first| {
+            let sort = PhysicalSortExpr::new(
+                Arc::clone(ts),
+                SortOptions {
+                    descending: false,
+                    nulls_first,
+                },
+            );
+            left.equivalence_properties()
+                .ordering_satisfy([sort])
+                .unwrap_or(false)
+        })
+    }
+
     /// Left input.
     pub fn left(&self) -> &Arc<dyn ExecutionPlan> {
         &self.left
@@ -181,9 +216,16 @@ impl WindowJoinExec {
         )
     }
 
-    /// `path=…` as EXPLAIN shows it: `fast, kernels=avx2|scalar` or
-    /// `general` / `general(pairs)`.
+    /// `path=…` as EXPLAIN shows it: `streaming (left order known|checked;
+    /// …)`, `fast, kernels=avx2|scalar` or `general` / `general(pairs)`.
     fn path(&self) -> String {
+        if let Some(known) = self.streaming {
+            return format!(
+                "streaming (left order {}; unordered batches: fast, kernels={})",
+                if known { "known" } else { "checked" },
+                self.kernels.name()
+            );
+        }
         match (&self.fast, self.spec.needs_pairs()) {
             (Some(_), _) => format!("fast, kernels={}", self.kernels.name()),
             (None, true) => "general(pairs)".to_string(),
@@ -325,6 +367,20 @@ impl ExecutionPlan for WindowJoinExec {
             return internal_err!(
                 "WindowJoinExec: partition {partition} out of range ({n} partitions)"
             );
+        }
+        if let (Some(plan), Some(_)) = (&self.fast, self.streaming) {
+            return Ok(streaming_stream(StreamingArgs {
+                left: self.left.execute(partition, Arc::clone(&context))?,
+                right: Arc::clone(&self.right),
+                spec: Arc::clone(&self.spec),
+                plan: Arc::clone(plan),
+                kernels: self.kernels,
+                settings: self.settings,
+                schema: Arc::clone(&self.schema),
+                shared: Arc::clone(&self.streaming_shared),
+                metrics: WindowJoinMetrics::new(&self.metrics, partition),
+                context,
+            }));
         }
         Ok(window_join_stream(StreamArgs {
             left: self.left.execute(partition, Arc::clone(&context))?,

@@ -16,6 +16,8 @@
 //! exec.rs ─▶ stream.rs ─▶ build.rs (right index) ─▶ place.rs, key_index.rs, fast/column.rs
 //!                     ├─▶ probe.rs, aggregate.rs  (general path)
 //!                     └─▶ fast/probe.rs            (per-key buffers, kernels)
+//!        └─▶ streaming/ (time-ordered left: sliding per-key windows over
+//!                        temporal::Timeline; index path for unordered batches)
 //! shared by all: spec.rs (what to compute), metrics.rs, eval.rs, search.rs, par.rs
 //! ```
 
@@ -36,6 +38,7 @@ mod pushdown;
 mod search;
 mod spec;
 mod stream;
+mod streaming;
 
 pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound};
 pub use exec::WindowJoinExec;

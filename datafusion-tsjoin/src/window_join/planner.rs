@@ -215,6 +215,7 @@ impl ExtensionPlanner for WindowJoinPlanner {
             simd: ts.window_join_simd,
             sum_prefix_min: ts.window_join_sum_prefix_min,
             min_max_table_min: ts.window_join_min_max_table_min,
+            streaming: ts.window_join_streaming,
         };
         let exec = WindowJoinExec::try_new(
             Arc::clone(&physical_inputs[0]),

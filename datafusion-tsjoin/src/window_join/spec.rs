@@ -302,7 +302,7 @@ pub(crate) const DEFAULT_SUM_PREFIX_MIN: usize = 96;
 pub(crate) const DEFAULT_MIN_MAX_TABLE_MIN: usize = 96;
 
 /// Execution choices of a [`WindowJoinExec`](super::WindowJoinExec), from the session settings
-/// (`tsjoin.window_join_workers`, `…_fast_path`, `…_simd`).
+/// (`tsjoin.window_join_workers`, `…_fast_path`, `…_simd`, `…_streaming`).
 ///
 /// ```
 /// use datafusion_tsjoin::window_join::WindowJoinSettings;
@@ -325,6 +325,9 @@ pub struct WindowJoinSettings {
     /// min/max over windows of at least this many rows read the block
     /// table (O(1)); shorter ones run the min/max kernels.
     pub min_max_table_min: usize,
+    /// Walk time-ordered left input against the right side in time order
+    /// where the fast path applies (`tsjoin.window_join_streaming`).
+    pub streaming: bool,
 }
 
 impl Default for WindowJoinSettings {
@@ -335,6 +338,7 @@ impl Default for WindowJoinSettings {
             simd: true,
             sum_prefix_min: DEFAULT_SUM_PREFIX_MIN,
             min_max_table_min: DEFAULT_MIN_MAX_TABLE_MIN,
+            streaming: false,
         }
     }
 }
