@@ -134,3 +134,23 @@ async fn aggregate_named_like_a_left_column() {
     let e = error(&ctx, &sql).await;
     assert!(e.contains("already has a column named count(*)"), "{e}");
 }
+
+/// `tsjoin_sql` on a plain DataFusion session (the benchmarks' baseline)
+/// plans as DataFusion would (tsjoin's own syntax needs a tsjoin session).
+#[tokio::test]
+async fn tsjoin_sql_runs_on_a_plain_datafusion_session() {
+    let ctx = SessionContext::new();
+    let batches = ctx
+        .tsjoin_sql(
+            "SELECT x FROM (VALUES (1), (2), (3)) t(x) ORDER BY x LIMIT 2 OFFSET 1",
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::support::cells(&batches),
+        vec![vec!["2".to_string()], vec!["3".to_string()]]
+    );
+}
