@@ -33,7 +33,7 @@ use sqlparser::ast::{
     SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit, VisitMut,
     Visitor, VisitorMut,
 };
-use sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Whitespace};
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -182,43 +182,58 @@ fn rewrite_one(
         None => (None, on.map_or(rel_end, |o| rel_end + 1 + o.len())),
     };
     let tok = |t: Token| TokenWithSpan::new(t, span);
-    let ws = || tok(Token::Whitespace(Whitespace::Space));
     let s = |v: &str| tok(Token::SingleQuotedString(v.to_string()));
+    let mut args = vec![s(kind), tok(Token::Comma)];
+    match tolerance {
+        Some(t) => args.extend([
+            tok(Token::Number(t.value.to_string(), false)),
+            tok(Token::Comma),
+            s(t.unit.as_str()),
+        ]),
+        None => args.extend([
+            tok(Token::make_keyword("NULL")),
+            tok(Token::Comma),
+            tok(Token::make_keyword("NULL")),
+        ]),
+    }
+    emit_marked_join(out, &tokens[rel..rel_end], ASOF_MARKER, args, on, span);
+    Ok(next)
+}
+
+/// Writes `ASOF JOIN <relation> MATCH_CONDITION(<marker>(<args>)) [ON
+/// <on>]`: the form sqlparser parses, in which the relation planners of
+/// ASOF and HORIZON JOIN find their clause (`marker`'s arguments) again.
+pub(super) fn emit_marked_join(
+    out: &mut Vec<TokenWithSpan>,
+    relation: &[TokenWithSpan],
+    marker: &str,
+    args: Vec<TokenWithSpan>,
+    on: Option<&[TokenWithSpan]>,
+    span: Span,
+) {
+    let tok = |t: Token| TokenWithSpan::new(t, span);
+    let ws = || tok(Token::Whitespace(Whitespace::Space));
     out.extend([
         tok(Token::make_keyword("ASOF")),
         ws(),
         tok(Token::make_keyword("JOIN")),
         ws(),
     ]);
-    out.extend_from_slice(&tokens[rel..rel_end]);
+    out.extend_from_slice(relation);
     out.extend([
         ws(),
         tok(Token::make_keyword("MATCH_CONDITION")),
         tok(Token::LParen),
-        tok(Token::make_word(ASOF_MARKER, None)),
+        tok(Token::make_word(marker, None)),
         tok(Token::LParen),
-        s(kind),
-        tok(Token::Comma),
     ]);
-    match tolerance {
-        Some(t) => out.extend([
-            tok(Token::Number(t.value.to_string(), false)),
-            tok(Token::Comma),
-            s(t.unit.as_str()),
-        ]),
-        None => out.extend([
-            tok(Token::make_keyword("NULL")),
-            tok(Token::Comma),
-            tok(Token::make_keyword("NULL")),
-        ]),
-    }
+    out.extend(args);
     out.extend([tok(Token::RParen), tok(Token::RParen), ws()]);
     if let Some(on) = on {
         out.push(tok(Token::make_keyword("ON")));
         out.extend_from_slice(on);
         out.push(ws());
     }
-    Ok(next)
 }
 
 /// Parses `TOLERANCE <n><unit>` at `at`; returns it and the index after.

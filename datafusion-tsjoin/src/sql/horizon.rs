@@ -15,7 +15,7 @@
 //! 3. [`HorizonJoinRelationPlanner`]: plans the nested joins into one
 //!    [`HorizonJoinNode`].
 
-use super::asof::find;
+use super::asof::{emit_marked_join, find};
 use super::ast::{call_args, norm, placeholder_relation};
 use super::relation::{WindowJoinRelationPlanner, string_arg};
 use super::rewrite::{error_at, skip_ws, word_is};
@@ -38,7 +38,7 @@ use sqlparser::ast::{
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Whitespace};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -103,33 +103,21 @@ fn rewrite_one(
         (args, after)
     };
     let tok = |t: Token| TokenWithSpan::new(t, span);
-    let ws = || tok(Token::Whitespace(Whitespace::Space));
-    out.extend([
-        tok(Token::make_keyword("ASOF")),
-        ws(),
-        tok(Token::make_keyword("JOIN")),
-        ws(),
-    ]);
-    out.extend_from_slice(&tokens[rel..rel_end]);
-    out.extend([
-        ws(),
-        tok(Token::make_keyword("MATCH_CONDITION")),
-        tok(Token::LParen),
-        tok(Token::make_word(HORIZON_MARKER, None)),
-        tok(Token::LParen),
-    ]);
+    let mut marker_args = vec![];
     for (k, a) in args.iter().enumerate() {
         if k > 0 {
-            out.push(tok(Token::Comma));
+            marker_args.push(tok(Token::Comma));
         }
-        out.push(tok(Token::SingleQuotedString(a.clone())));
+        marker_args.push(tok(Token::SingleQuotedString(a.clone())));
     }
-    out.extend([tok(Token::RParen), tok(Token::RParen), ws()]);
-    if let Some(on) = on {
-        out.push(tok(Token::make_keyword("ON")));
-        out.extend_from_slice(on);
-        out.push(ws());
-    }
+    emit_marked_join(
+        out,
+        &tokens[rel..rel_end],
+        HORIZON_MARKER,
+        marker_args,
+        on,
+        span,
+    );
     Ok(after)
 }
 
