@@ -8,9 +8,6 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef}
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
@@ -97,7 +94,7 @@ impl HorizonJoinExec {
         fields.push(Arc::new(Field::new("offset", DataType::Int64, false)));
         fields.push(Arc::new(Field::new("timestamp", left_type, true)));
         let schema = Arc::new(Schema::new_with_metadata(fields, ls.metadata().clone()));
-        let cache = Arc::new(Self::compute_properties(&left, &schema));
+        let cache = Arc::new(crate::temporal::left_preserving_properties(&left, &schema));
         Ok(Self {
             left,
             rights,
@@ -121,49 +118,10 @@ impl HorizonJoinExec {
         &self.alias
     }
 
-    fn compute_properties(
-        left: &Arc<dyn ExecutionPlan>,
-        schema: &SchemaRef,
-    ) -> PlanProperties {
-        // Left rows keep their order (each repeated once per offset).
-        let orderings: Vec<_> = left
-            .equivalence_properties()
-            .oeq_class()
-            .iter()
-            .cloned()
-            .collect();
-        let eq = EquivalenceProperties::new_with_orderings(Arc::clone(schema), orderings);
-        let partitioning = match left.output_partitioning() {
-            Partitioning::Hash(_, n) => Partitioning::UnknownPartitioning(*n),
-            p => p.clone(),
-        };
-        PlanProperties::new(
-            eq,
-            partitioning,
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        )
-    }
-
-    /// Whether an input's known ordering starts with `ts` ascending.
-    fn ordered_by(plan: &Arc<dyn ExecutionPlan>, ts: &Arc<dyn PhysicalExpr>) -> bool {
-        let Some(col) = ts.downcast_ref::<Column>() else {
-            return false;
-        };
-        plan.output_ordering().is_some_and(|o| {
-            let first = o.first();
-            !first.options.descending
-                && first
-                    .expr
-                    .downcast_ref::<Column>()
-                    .is_some_and(|c| c.index() == col.index())
-        })
-    }
-
     /// `path=…` as EXPLAIN shows it.
     fn path(&self) -> String {
         let known = |p: &Arc<dyn ExecutionPlan>, ts| {
-            if Self::ordered_by(p, ts) {
+            if crate::temporal::ordered_by(p, ts) {
                 "known"
             } else {
                 "checked"

@@ -14,11 +14,13 @@
 
 mod build;
 mod cursor;
+mod plan;
 mod time;
 mod timeline;
 
 pub(crate) use build::BuiltTimeline;
 pub(crate) use cursor::{Found, MergeCursor};
+pub(crate) use plan::{left_preserving_properties, ordered_by};
 pub(crate) use time::{array_is_non_decreasing, tick_array};
 // Row-by-row forms, kept for the temporal joins that read times as options.
 #[allow(unused_imports)]
