@@ -46,6 +46,11 @@ pub const SEEDS: &[&str] = &[
     "EXPLAIN SELECT t.ts, count(*) FROM t WINDOW JOIN p ON p.sym = t.sym RANGE BETWEEN 1 minute PRECEDING AND 1 minute FOLLOWING",
     "SELECT t.ts, count(*) FROM t WINDOW JOIN p ON p.sym = t.sym RANGE BETWEEN 9223372036854775807 microseconds PRECEDING AND 9223372036854775807 microseconds FOLLOWING",
     "SELECT t.ts, count(*) FROM (t WHERE price > 1) t WINDOW JOIN p ON p.sym = t.sym RANGE BETWEEN 1 minute PRECEDING AND 1 minute FOLLOWING",
+    "SELECT t.ts, p.bid FROM t ASOF JOIN p ON (sym) TOLERANCE 5s",
+    "SELECT t.ts, p.bid FROM t LT JOIN p ON t.sym = p.sym",
+    "SELECT * FROM t ASOF JOIN p MATCH_CONDITION(t.ts >= p.ts) ON t.sym = p.sym",
+    "SELECT h.offset, avg(p.bid - t.price) FROM t HORIZON JOIN p ON (sym) RANGE FROM 0s TO 1m STEP 10s AS h ORDER BY h.offset",
+    "SELECT h.offset, count(*) FROM t HORIZON JOIN p ON (sym) LIST (-1s, 0, 5s) AS h",
 ];
 
 /// Words the mutations insert.
@@ -61,6 +66,13 @@ pub const KEYWORDS: &[&str] = &[
     "WINDOW",
     "JOIN",
     "ASOF",
+    "LT",
+    "HORIZON",
+    "TOLERANCE",
+    "MATCH_CONDITION",
+    "LIST",
+    "STEP",
+    "TO",
     "ON",
     "RANGE",
     "BETWEEN",
