@@ -20,7 +20,7 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
 use datafusion_tsjoin::asof_join::AsofJoinExec;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -166,33 +166,9 @@ fn peers(
         .args(["--engines", &engines.join(",")])
         .stderr(std::process::Stdio::inherit())
         .output();
-    let output = match output {
-        Ok(o) => o,
-        Err(e) => return (vec![], vec![format!("python3 not available: {e}")]),
-    };
-    let (mut ms, mut notes) = (vec![], vec![]);
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if let Some(note) = v["note"].as_str() {
-            notes.push(note.to_string());
-            continue;
-        }
-        ms.push(Measurement {
-            engine: v["engine"].as_str().unwrap_or("?").to_string(),
-            query: "asof".into(),
-            times: v["times"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default(),
-            answer: v["answer"].as_array().map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            }),
-            extra: json!({}),
-        });
+    let (mut ms, notes) = tsjoin_bench::runner::peer_results(output);
+    for m in &mut ms {
+        m.query = "asof".into();
     }
     (ms, notes)
 }

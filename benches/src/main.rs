@@ -244,35 +244,7 @@ fn peers(
         .args(["--engines", &engines.join(",")])
         .stderr(std::process::Stdio::inherit())
         .output();
-    let output = match output {
-        Ok(o) => o,
-        Err(e) => return (vec![], vec![format!("python3 not available: {e}")]),
-    };
-    let (mut ms, mut notes) = (vec![], vec![]);
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if let Some(note) = v["note"].as_str() {
-            notes.push(note.to_string());
-            continue;
-        }
-        ms.push(Measurement {
-            engine: v["engine"].as_str().unwrap_or("?").to_string(),
-            query: v["query"].as_str().unwrap_or("?").to_string(),
-            times: v["times"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default(),
-            answer: v["answer"].as_array().map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            }),
-            extra: json!({}),
-        });
-    }
-    (ms, notes)
+    tsjoin_bench::runner::peer_results(output)
 }
 
 async fn window_join(w: Workload, data: PathBuf, run: RunArgs) -> Result<()> {

@@ -221,3 +221,40 @@ pub async fn measure(
         extra,
     })
 }
+
+/// The measurements and notes a peer script printed (one JSON object per
+/// line: `{engine, query, times, answer}` or `{note}`), or a note that
+/// python3 could not be run.
+pub fn peer_results(
+    output: std::io::Result<std::process::Output>,
+) -> (Vec<Measurement>, Vec<String>) {
+    let output = match output {
+        Ok(o) => o,
+        Err(e) => return (vec![], vec![format!("python3 not available: {e}")]),
+    };
+    let (mut ms, mut notes) = (vec![], vec![]);
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if let Some(note) = v["note"].as_str() {
+            notes.push(note.to_string());
+            continue;
+        }
+        ms.push(Measurement {
+            engine: v["engine"].as_str().unwrap_or("?").to_string(),
+            query: v["query"].as_str().unwrap_or("?").to_string(),
+            times: v["times"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default(),
+            answer: v["answer"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            }),
+            extra: json!({}),
+        });
+    }
+    (ms, notes)
+}
