@@ -16,6 +16,7 @@ use tsjoin_bench::groupby;
 
 mod asof_cmd;
 mod clickbench_cmd;
+mod cluster_cmd;
 mod fuzz_cmd;
 mod horizon_cmd;
 mod percentile_cmd;
@@ -67,6 +68,8 @@ enum Command {
     Fuzz(fuzz_cmd::FuzzArgs),
     /// Mixed concurrent queries on one session: throughput and memory over time.
     Soak(soak_cmd::SoakArgs),
+    /// Local vs in-process clusters of 1 and 2 executors (Ballista).
+    Cluster(cluster_cmd::ClusterArgs),
     /// approx_percentile vs DataFusion, DuckDB, ClickHouse and Polars:
     /// time and error per group count and input type.
     Percentile(percentile_cmd::PercentileArgs),
@@ -751,6 +754,7 @@ async fn main() {
         Command::Verify(args) => verify_cmd::run_verify(args).await,
         Command::Fuzz(args) => fuzz_cmd::run_fuzz(args),
         Command::Soak(args) => soak_cmd::run_soak(args).await,
+        Command::Cluster(args) => cluster_cmd::run_cluster(args).await,
         Command::Percentile(args) => percentile_cmd::run(args).await,
         Command::Groupby(args) => groupby_bench(args).await,
         Command::ClickbenchGenerate(args) => args.ensure().map(|_| ()),

@@ -68,6 +68,19 @@ pub const TAIL_TAG: u8 = 0xB4;
 /// First byte of an encoded HORIZON JOIN node (logical or physical).
 pub const HORIZON_JOIN_TAG: u8 = 0xB5;
 
+/// Whether `byte` starts a tsjoin encoding: tsjoin reserves the tags
+/// `0xB1..=0xBF` for its nodes, so a codec that wraps these codecs beside
+/// another (Ballista's) can route bytes by their first byte alone.
+///
+/// ```
+/// use datafusion_tsjoin::codec::{WINDOW_JOIN_TAG, is_tsjoin_tag};
+/// assert!(is_tsjoin_tag(WINDOW_JOIN_TAG));
+/// assert!(!is_tsjoin_tag(0x00));
+/// ```
+pub fn is_tsjoin_tag(byte: u8) -> bool {
+    (0xB1..=0xBF).contains(&byte)
+}
+
 /// [`InlineAggregateExec`] in proto form.
 #[derive(Clone, PartialEq, Message)]
 struct InlineAggregateProto {

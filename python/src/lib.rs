@@ -184,12 +184,14 @@ struct PySessionContext {
 #[pymethods]
 impl PySessionContext {
     #[new]
-    #[pyo3(signature = (threads=None, memory_limit=None, settings=None, spill_dir=None))]
+    #[pyo3(signature = (threads=None, memory_limit=None, settings=None, spill_dir=None, cluster=None))]
     fn new(
+        py: Python<'_>,
         threads: Option<usize>,
         memory_limit: Option<usize>,
         settings: Option<HashMap<String, String>>,
         spill_dir: Option<std::path::PathBuf>,
+        cluster: Option<String>,
     ) -> PyResult<Self> {
         // information_schema on, as in `tsjoin_context`: SHOW TABLES and
         // SHOW COLUMNS work.
@@ -201,6 +203,24 @@ impl PySessionContext {
                 ));
             }
             config = config.with_target_partitions(n);
+        }
+        if let Some(url) = cluster {
+            // Queries run on the cluster's executors, which have their own
+            // memory limits and spill directories.
+            if memory_limit.is_some() || spill_dir.is_some() {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "memory_limit and spill_dir are the executors' settings on a cluster",
+                ));
+            }
+            let ctx = wait(py, async move {
+                tsjoin_ballista::cluster_context(&url, config).await
+            })?
+            .map_err(py_err)?;
+            let this = Self { ctx };
+            for (key, value) in settings.unwrap_or_default() {
+                this.set(&key, &value)?;
+            }
+            return Ok(this);
         }
         let mut runtime_env = RuntimeEnvBuilder::new();
         if let Some(bytes) = memory_limit {
@@ -622,9 +642,24 @@ impl RecordBatchReader for StreamReader {
 }
 
 /// The native module.
+/// Starts a cluster scheduler and executors in this process; returns the
+/// scheduler's `df://` address.
+#[pyfunction]
+fn start_local_cluster(
+    py: Python<'_>,
+    executors: usize,
+    tasks_per_executor: usize,
+) -> PyResult<String> {
+    wait(py, async move {
+        tsjoin_ballista::start_local_cluster(executors, tasks_per_executor).await
+    })?
+    .map_err(py_err)
+}
+
 #[pymodule]
 fn _tsjoin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySessionContext>()?;
+    m.add_function(wrap_pyfunction!(start_local_cluster, m)?)?;
     m.add_class::<QueryResult>()?;
     m.add("TsJoinError", m.py().get_type::<TsJoinError>())?;
     m.add("SQLError", m.py().get_type::<SQLError>())?;

@@ -6,8 +6,11 @@
 //! tsjoin-cli --table trades=t.parquet            # interactive
 //! tsjoin-cli --table trades=t.parquet -c "SELECT ..." --output result.parquet
 //! tsjoin-cli demo                                 # generate data, run the showcase
+//! tsjoin-cli scheduler & tsjoin-cli executor &     # a Ballista cluster
+//! tsjoin-cli --cluster df://localhost:50050 --table trades=/data/trades -c "SELECT ..."
 //! ```
 
+mod cluster;
 mod contain;
 mod demo;
 mod meta;
@@ -144,6 +147,12 @@ struct Cli {
     #[arg(long, value_name = "PRIORITY")]
     priority: Option<datafusion_tsjoin::priority::Priority>,
 
+    /// Run the SQL on a cluster: the scheduler's address, df://HOST:PORT
+    /// (see the `scheduler` and `executor` commands). Table paths must be
+    /// readable by every executor.
+    #[arg(long, value_name = "df://HOST:PORT")]
+    cluster: Option<String>,
+
     #[command(subcommand)]
     sub: Option<Sub>,
 }
@@ -159,6 +168,10 @@ enum Sub {
         #[arg(long, default_value_t = 200_000)]
         trades: usize,
     },
+    /// Run a cluster scheduler (Ballista) that plans tsjoin's SQL.
+    Scheduler(cluster::SchedulerArgs),
+    /// Run a cluster executor (Ballista) that runs tsjoin's operators.
+    Executor(cluster::ExecutorArgs),
 }
 
 /// How results are printed.
@@ -199,17 +212,25 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli, threads: usize) -> Result<()> {
+async fn run(mut cli: Cli, threads: usize) -> Result<()> {
+    match cli.sub.take() {
+        Some(Sub::Scheduler(args)) => return cluster::scheduler(args).await,
+        Some(Sub::Executor(args)) => return cluster::executor(args).await,
+        other => cli.sub = other,
+    }
     let memory_limit = cli
         .memory_limit
         .as_deref()
         .map(|s| SessionContext::parse_capacity_limit("--memory-limit", s))
         .transpose()?;
-    let ctx = tsjoin_context_with_limits(
-        SessionConfig::new().with_target_partitions(threads.max(1)),
-        memory_limit,
-        cli.spill_dir.as_deref(),
-    )?;
+    let config = SessionConfig::new().with_target_partitions(threads.max(1));
+    let ctx = match &cli.cluster {
+        // Memory limits and spilling are the executors' (`executor --memory-limit`).
+        Some(url) => tsjoin_ballista::cluster_context(url, config).await?,
+        None => {
+            tsjoin_context_with_limits(config, memory_limit, cli.spill_dir.as_deref())?
+        }
+    };
     if let Some(priority) = cli.priority {
         datafusion_tsjoin::TsJoinContextExt::tsjoin_sql(
             &ctx,

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `tsjoin-cli` binary (one test binary: the
 //! modules below share it).
 
+mod cluster;
 mod files;
 mod progress;
 mod readme;

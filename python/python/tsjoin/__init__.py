@@ -16,7 +16,7 @@ from . import _tsjoin
 from ._tsjoin import ExecutionError, Result, SQLError, TsJoinError
 
 __version__ = _tsjoin.__version__
-__all__ = ["SessionContext", "Result", "TsJoinError", "SQLError", "ExecutionError", "connect", "__version__"]
+__all__ = ["SessionContext", "Result", "TsJoinError", "SQLError", "ExecutionError", "connect", "start_local_cluster", "__version__"]
 
 
 def _setting(value: Any) -> str:
@@ -54,6 +54,12 @@ class SessionContext:
     that cannot spill fails with :class:`ExecutionError`), ``settings`` any
     ``tsjoin.*`` or ``datafusion.*`` setting, e.g.
     ``{"tsjoin.window_join_simd": False}``.
+
+    ``cluster="df://HOST:PORT"`` sends the queries to a cluster scheduler
+    (``tsjoin-cli scheduler``; :func:`start_local_cluster` starts one in this
+    process): tables must be files every executor can read
+    (:meth:`register_parquet`, :meth:`register_csv`), and memory limits are
+    the executors'.
     """
 
     def __init__(
@@ -62,10 +68,11 @@ class SessionContext:
         memory_limit: Optional[int] = None,
         settings: Optional[Mapping[str, Any]] = None,
         spill_dir: Optional[Union[str, os.PathLike]] = None,
+        cluster: Optional[str] = None,
     ) -> None:
         converted = {k: _setting(v) for k, v in (settings or {}).items()}
         spill = None if spill_dir is None else os.fspath(spill_dir)
-        self._ctx = _tsjoin.SessionContext(threads, memory_limit, converted, spill)
+        self._ctx = _tsjoin.SessionContext(threads, memory_limit, converted, spill, cluster)
 
     def set(self, key: str, value: Any) -> None:
         """Changes a setting, as SQL's ``SET key = value``."""
@@ -115,11 +122,26 @@ class SessionContext:
         return self._ctx.sql(query, priority)
 
 
+def start_local_cluster(executors: int = 2, tasks_per_executor: int = 1) -> str:
+    """Starts a cluster scheduler and ``executors`` executors inside this
+    process (loopback ports) and returns its address for
+    ``SessionContext(cluster=...)``. It runs until the process exits.
+
+    >>> import tsjoin
+    >>> url = tsjoin.start_local_cluster(executors=2)
+    >>> ctx = tsjoin.SessionContext(cluster=url)
+    >>> ctx.sql("SELECT 1 + 1 AS two").to_arrow().to_pydict()
+    {'two': [2]}
+    """
+    return _tsjoin.start_local_cluster(executors, tasks_per_executor)
+
+
 def connect(
     threads: Optional[int] = None,
     memory_limit: Optional[int] = None,
     settings: Optional[Mapping[str, Any]] = None,
     spill_dir: Optional[Union[str, os.PathLike]] = None,
+    cluster: Optional[str] = None,
 ) -> SessionContext:
     """A new :class:`SessionContext` (DuckDB-style spelling)."""
-    return SessionContext(threads, memory_limit, settings, spill_dir)
+    return SessionContext(threads, memory_limit, settings, spill_dir, cluster)

@@ -1,0 +1,112 @@
+//! `tsjoin-bench cluster`: the cost of running on a cluster.
+//!
+//! WINDOW JOIN q1 of the reference workload and a GROUP BY over its
+//! prices, run locally and on in-process clusters of 1 and 2 executors
+//! (a scheduler and executors started by this process on loopback ports,
+//! as `tsjoin-cli scheduler` / `executor` would run them), each query
+//! the best of `runs`. Answers are cross-checked; the table gives the
+//! times and the cluster/local ratios.
+
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_tsjoin::TsJoinContextExt;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+use tsjoin_bench::runner::{QUERIES, session};
+
+/// What `cluster` runs.
+#[derive(clap::Args)]
+pub struct ClusterArgs {
+    /// WINDOW JOIN data (trades/ and prices/).
+    #[arg(long, default_value = "benches/data/wj-1000000")]
+    data: PathBuf,
+    /// Executor counts to try.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    executors: Vec<usize>,
+    /// Tasks each executor runs at once; the local run uses
+    /// `executors x tasks` threads for the same parallelism.
+    #[arg(long, default_value_t = 2)]
+    tasks: usize,
+    /// Repetitions of each query; the best counts.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Where the markdown result goes.
+    #[arg(long, default_value = "benches/results/cluster")]
+    out: PathBuf,
+}
+
+const GROUP_BY: &str = "SELECT sym, count(*) AS n, avg(bid) AS bid, max(ask) AS ask \
+    FROM prices GROUP BY sym ORDER BY sym";
+
+/// Best time of `runs` runs, and the last answer as text.
+async fn best(ctx: &SessionContext, sql: &str, runs: usize) -> Result<(f64, String)> {
+    let mut best = f64::MAX;
+    let mut answer = String::new();
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        let batches = ctx.tsjoin_sql(sql).await?.collect().await?;
+        best = best.min(start.elapsed().as_secs_f64());
+        answer = pretty_format_batches(&batches)?.to_string();
+    }
+    Ok((best, answer))
+}
+
+async fn cluster_session(
+    args: &ClusterArgs,
+    url: &str,
+    threads: usize,
+) -> Result<SessionContext> {
+    let ctx = tsjoin_ballista::cluster_context(
+        url,
+        SessionConfig::new().with_target_partitions(threads),
+    )
+    .await?;
+    for table in ["trades", "prices"] {
+        let dir = args.data.join(table);
+        ctx.register_parquet(
+            table,
+            dir.to_str().expect("utf-8 path"),
+            ParquetReadOptions::default(),
+        )
+        .await?;
+    }
+    Ok(ctx)
+}
+
+/// Runs the comparison and writes `out/cluster.md`.
+pub async fn run_cluster(args: ClusterArgs) -> Result<()> {
+    let queries = [("WINDOW JOIN q1", QUERIES[0].2), ("GROUP BY sym", GROUP_BY)];
+    let mut table = String::from(
+        "| query | executors x tasks | local | cluster | cluster / local |\n|---|---|---|---|---|\n",
+    );
+    for &executors in &args.executors {
+        let threads = executors * args.tasks;
+        let local = session(&args.data, threads, true, &[]).await?;
+        let url = tsjoin_ballista::start_local_cluster(executors, args.tasks).await?;
+        let remote = cluster_session(&args, &url, threads).await?;
+        for (name, sql) in queries {
+            let (l, want) = best(&local, sql, args.runs).await?;
+            let (c, got) = best(&remote, sql, args.runs).await?;
+            if got != want {
+                return Err(DataFusionError::Execution(format!(
+                    "{name}: the cluster's answer differs\nlocal:\n{want}\ncluster:\n{got}"
+                )));
+            }
+            let row = format!(
+                "| {name} | {executors} x {} | {l:.3} s | {c:.3} s | {:.2}x |",
+                args.tasks,
+                c / l
+            );
+            eprintln!("{row}");
+            writeln!(table, "{row}").unwrap();
+        }
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let path = args.out.join("cluster.md");
+    std::fs::write(&path, &table)?;
+    println!("{table}");
+    eprintln!("written to {}", path.display());
+    Ok(())
+}

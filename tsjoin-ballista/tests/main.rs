@@ -1,0 +1,5 @@
+//! tsjoin-ballista's integration tests (one binary): an in-process cluster
+//! (a scheduler and two executors on loopback ports).
+
+mod codec;
+mod slt_on_cluster;
