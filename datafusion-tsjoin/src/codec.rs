@@ -176,6 +176,10 @@ struct WindowJoinExecProto {
     /// Off in plans encoded before the setting existed (its default).
     #[prost(bool, tag = "19")]
     streaming: bool,
+    /// Partitioned mode; false (broadcast) in plans encoded before the
+    /// mode existed.
+    #[prost(bool, tag = "20")]
+    partitioned: bool,
 }
 
 fn decode_err(what: &str) -> DataFusionError {
@@ -618,7 +622,8 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             Arc::clone(right),
             Arc::new(spec),
             settings,
-        )?;
+        )?
+        .with_distribution(crate::temporal::JoinDistribution::decode(msg.partitioned))?;
         Ok(Arc::new(exec))
     }
 
@@ -728,6 +733,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             sum_prefix_min: exec.settings().sum_prefix_min as u64,
             min_max_table_min: Some(exec.settings().min_max_table_min as u64),
             streaming: exec.settings().streaming,
+            partitioned: exec.distribution().encode(),
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf)
