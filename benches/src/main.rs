@@ -17,6 +17,7 @@ use tsjoin_bench::groupby;
 mod asof_cmd;
 mod clickbench_cmd;
 mod cluster_cmd;
+mod distribution_cmd;
 mod fuzz_cmd;
 mod horizon_cmd;
 mod percentile_cmd;
@@ -95,6 +96,8 @@ enum Command {
     /// ASOF JOIN (prevailing bid/ask per trade) vs DataFusion's rewrite,
     /// DuckDB, chdb and Polars, with a scan and a single-thread run.
     Asof(asof_cmd::AsofArgs),
+    /// Temporal joins broadcast vs partitioned (WINDOW JOIN q1..q4, ASOF).
+    Distribution(distribution_cmd::DistributionArgs),
 }
 
 /// What `groupby` runs.
@@ -763,6 +766,7 @@ async fn main() {
         Command::Priority(args) => priority_cmd::run(args).await,
         Command::Horizon(args) => horizon_cmd::run(args).await,
         Command::Asof(args) => asof_cmd::run(args).await,
+        Command::Distribution(args) => distribution_cmd::run(args).await,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -189,6 +189,10 @@ struct WindowJoinExecProto {
     /// Off in plans encoded before the setting existed (its default).
     #[prost(bool, tag = "19")]
     streaming: bool,
+    /// Partitioned mode; false (broadcast) in plans encoded before the
+    /// mode existed.
+    #[prost(bool, tag = "20")]
+    partitioned: bool,
 }
 
 fn decode_err(what: &str) -> DataFusionError {
@@ -631,7 +635,8 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             Arc::clone(right),
             Arc::new(spec),
             settings,
-        )?;
+        )?
+        .with_distribution(crate::temporal::JoinDistribution::decode(msg.partitioned))?;
         Ok(Arc::new(exec))
     }
 
@@ -741,6 +746,7 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             sum_prefix_min: exec.settings().sum_prefix_min as u64,
             min_max_table_min: Some(exec.settings().min_max_table_min as u64),
             streaming: exec.settings().streaming,
+            partitioned: exec.distribution().encode(),
         };
         buf.push(WINDOW_JOIN_TAG);
         msg.encode(buf)

@@ -74,6 +74,13 @@ extensions_options! {
         /// Gate queries' inputs by `priority`; off, queries ignore each
         /// other's priorities (and plans carry no `PriorityGateExec`).
         pub priority_scheduling: bool, default = true
+        /// How WINDOW, ASOF and HORIZON JOINs with equality keys spread
+        /// their inputs: `partitioned` (both inputs hash-partitioned on the
+        /// keys, one right index per partition), `broadcast` (every left
+        /// partition joins the whole right side, one shared index) or
+        /// `auto` (the planner's choice; see `temporal::distribution`).
+        /// Joins without keys are always broadcast.
+        pub temporal_join_distribution: crate::window_join::DistributionSetting, default = crate::window_join::DistributionSetting::Auto
     }
 }
 

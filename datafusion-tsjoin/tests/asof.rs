@@ -164,37 +164,48 @@ async fn run_case(seed: u64) -> usize {
     ctx.register_table("l", Arc::new(lt)).unwrap();
     ctx.register_table("r", Arc::new(rt)).unwrap();
     let mut cases = 0;
-    for m in MATCHES {
-        let keyed = rng.random_bool(0.7);
-        let tol = rng
-            .random_bool(0.4)
-            .then(|| rng.random_range(1..=span.max(2)));
-        let tol_sql = tol.map_or(String::new(), |t| format!(" TOLERANCE {t}U"));
-        let sql = match m {
-            (false, strict) if rng.random_bool(0.5) || tol.is_some() => format!(
-                "SELECT l.id, r.id FROM l {} JOIN r {}{tol_sql} ORDER BY l.id",
-                if strict { "LT" } else { "ASOF" },
-                if keyed { "ON (k)" } else { "" }
-            ),
-            (forward, strict) => {
-                let op = match (forward, strict) {
-                    (false, false) => ">=",
-                    (false, true) => ">",
-                    (true, false) => "<=",
-                    (true, true) => "<",
-                };
-                format!(
-                    "SELECT l.id, r.id FROM l ASOF JOIN r MATCH_CONDITION(l.ts {op} r.ts){} ORDER BY l.id",
-                    if keyed { " ON l.k = r.k" } else { "" }
-                )
+    // The second pass (every other seed) in partitioned mode, the right
+    // side in one partition (see `partitioned::one_partition`).
+    for pass in 0..1 + (seed % 2) {
+        if pass == 1 {
+            crate::partitioned::one_partition(&ctx, "r", split(&mut rng, &right, 1));
+            crate::partitioned::force_partitioned(&ctx).await;
+        }
+        for m in MATCHES {
+            let keyed = rng.random_bool(0.7);
+            let tol = rng
+                .random_bool(0.4)
+                .then(|| rng.random_range(1..=span.max(2)));
+            let tol_sql = tol.map_or(String::new(), |t| format!(" TOLERANCE {t}U"));
+            let sql = match m {
+                (false, strict) if rng.random_bool(0.5) || tol.is_some() => format!(
+                    "SELECT l.id, r.id FROM l {} JOIN r {}{tol_sql} ORDER BY l.id",
+                    if strict { "LT" } else { "ASOF" },
+                    if keyed { "ON (k)" } else { "" }
+                ),
+                (forward, strict) => {
+                    let op = match (forward, strict) {
+                        (false, false) => ">=",
+                        (false, true) => ">",
+                        (true, false) => "<=",
+                        (true, true) => "<",
+                    };
+                    format!(
+                        "SELECT l.id, r.id FROM l ASOF JOIN r MATCH_CONDITION(l.ts {op} r.ts){} ORDER BY l.id",
+                        if keyed { " ON l.k = r.k" } else { "" }
+                    )
+                }
+            };
+            // MATCH_CONDITION takes no TOLERANCE: the reference must not either.
+            let tol = if sql.contains("TOLERANCE") { tol } else { None };
+            let got = query_rows(&ctx, &sql).await;
+            let want = reference(&left, &right, keyed, m, tol);
+            assert_eq!(got, want, "seed {seed} pass {pass}: {sql}");
+            if pass == 1 && keyed {
+                crate::partitioned::assert_mode(&ctx, &sql, "partitioned").await;
             }
-        };
-        // MATCH_CONDITION takes no TOLERANCE: the reference must not either.
-        let tol = if sql.contains("TOLERANCE") { tol } else { None };
-        let got = query_rows(&ctx, &sql).await;
-        let want = reference(&left, &right, keyed, m, tol);
-        assert_eq!(got, want, "seed {seed}: {sql}");
-        cases += 1;
+            cases += 1;
+        }
     }
     cases
 }

@@ -119,6 +119,37 @@ async fn run_case(seed: u64) {
             "seed {seed} fast={fast} simd={simd} blocks={blocks} streaming={streaming}\n{sql}\nleft {left:?}\nright {right:?}"
         );
     }
+    // Partitioned mode (keyless shapes stay broadcast) at 1..4 partitions,
+    // the right side in one partition (see `partitioned::one_partition`),
+    // on the fast and the general path.
+    if seed.is_multiple_of(2) {
+        let ctx = context(rng.random_range(1..=4));
+        let lp = rng.random_range(1..=3);
+        let lparts = split(&mut rng, &left, lp);
+        ctx.register_table("l", Arc::new(MemTable::try_new(schema(), lparts).unwrap()))
+            .unwrap();
+        let rparts = split(&mut rng, &right, 1);
+        ctx.register_table("r", Arc::new(MemTable::try_new(schema(), rparts).unwrap()))
+            .unwrap();
+        crate::partitioned::force_partitioned(&ctx).await;
+        let mode = if shape.keyed {
+            "partitioned"
+        } else {
+            "broadcast"
+        };
+        crate::partitioned::assert_mode(&ctx, &sql, mode).await;
+        for fast in [true, false] {
+            ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {fast}"))
+                .await
+                .unwrap();
+            let got = crate::support::query_rows(&ctx, &sql).await;
+            let plan = crate::support::explained_plan(&ctx, &sql).await;
+            assert_eq!(
+                got, want,
+                "seed {seed} partitioned fast={fast}\n{sql}\n{plan}"
+            );
+        }
+    }
     // The shapes the fast path covers do take it.
     if !shape.pair_filter && !shape.dynamic_lo {
         ctx.tsjoin_sql("SET tsjoin.window_join_fast_path = true")

@@ -165,84 +165,105 @@ async fn run_case(seed: u64) -> usize {
     let on = if keyed { "ON (k)" } else { "" };
     let (offsets, horizon) = random_offsets(&mut rng, span);
     let mut cases = 0;
+    // The second pass (every other seed) in partitioned mode, the right
+    // side in one partition (see `partitioned::one_partition`).
+    for pass in 0..1 + (seed % 2) {
+        if pass == 1 {
+            let parts = crate::support::split(&mut rng, &right, 1, 9, batch);
+            crate::partitioned::one_partition(&ctx, "r", parts);
+            crate::partitioned::force_partitioned(&ctx).await;
+        }
 
-    // Every pair, with the matched row and h.timestamp.
-    let sql = format!(
-        "SELECT l.id, h.offset, r.id, CAST(h.timestamp AS BIGINT) FROM l \
+        // Every pair, with the matched row and h.timestamp.
+        let sql = format!(
+            "SELECT l.id, h.offset, r.id, CAST(h.timestamp AS BIGINT) FROM l \
          HORIZON JOIN r {on} {horizon} AS h ORDER BY l.id, h.offset"
-    );
-    let mut want = vec![];
-    let mut sorted_left = left.clone();
-    sorted_left.sort_by_key(|l| l.0);
-    for l in &sorted_left {
-        for &o in &offsets {
-            let m = asof(l, &right, keyed, o);
-            want.push(vec![
-                l.0.to_string(),
-                o.to_string(),
-                show(m.map(|j| right[j].0)),
-                show(l.1.map(|t| t + o)),
-            ]);
-        }
-    }
-    assert_eq!(query_rows(&ctx, &sql).await, want, "seed {seed}: {sql}");
-    cases += 1;
-
-    // Markouts per offset: aggregates over the pairs, left and right values.
-    let sql = format!(
-        "SELECT h.offset, count(*), count(r.v), sum(r.v), sum(l.v), sum(r.v - l.v) FROM l \
-         HORIZON JOIN r {on} {horizon} AS h ORDER BY h.offset"
-    );
-    let mut want = vec![];
-    if !left.is_empty() {
-        for &o in &offsets {
-            let (mut n, mut nv, mut sr, mut sl, mut sd) = (0, 0, None, None, None);
-            let add = |acc: &mut Option<i64>, v: Option<i64>| {
-                if let Some(v) = v {
-                    *acc = Some(acc.unwrap_or(0) + v);
-                }
-            };
-            for l in &left {
-                n += 1;
-                let rv = asof(l, &right, keyed, o).and_then(|j| right[j].3);
-                nv += usize::from(rv.is_some());
-                add(&mut sr, rv);
-                add(&mut sl, l.3);
-                add(&mut sd, rv.zip(l.3).map(|(a, b)| a - b));
+        );
+        let mut want = vec![];
+        let mut sorted_left = left.clone();
+        sorted_left.sort_by_key(|l| l.0);
+        for l in &sorted_left {
+            for &o in &offsets {
+                let m = asof(l, &right, keyed, o);
+                want.push(vec![
+                    l.0.to_string(),
+                    o.to_string(),
+                    show(m.map(|j| right[j].0)),
+                    show(l.1.map(|t| t + o)),
+                ]);
             }
-            want.push(vec![
-                o.to_string(),
-                n.to_string(),
-                nv.to_string(),
-                show(sr),
-                show(sl),
-                show(sd),
-            ]);
         }
-    }
-    assert_eq!(query_rows(&ctx, &sql).await, want, "seed {seed}: {sql}");
-    cases += 1;
+        assert_eq!(
+            query_rows(&ctx, &sql).await,
+            want,
+            "seed {seed} pass {pass}: {sql}"
+        );
+        cases += 1;
 
-    // Two right tables (the second without keys), a left-only WHERE.
-    let sql = format!(
-        "SELECT l.id, h.offset, r.id, r2.id FROM l HORIZON JOIN r {on} \
-         HORIZON JOIN r2 {horizon} AS h WHERE l.v > 0 ORDER BY l.id, h.offset"
-    );
-    let mut want = vec![];
-    for l in sorted_left.iter().filter(|l| l.3.is_some_and(|v| v > 0)) {
-        for &o in &offsets {
-            let m = asof(l, &right, keyed, o);
-            let m2 = asof(l, &right2, false, o);
-            want.push(vec![
-                l.0.to_string(),
-                o.to_string(),
-                show(m.map(|j| right[j].0)),
-                show(m2.map(|j| right2[j].0)),
-            ]);
+        // Markouts per offset: aggregates over the pairs, left and right values.
+        let sql = format!(
+            "SELECT h.offset, count(*), count(r.v), sum(r.v), sum(l.v), sum(r.v - l.v) FROM l \
+         HORIZON JOIN r {on} {horizon} AS h ORDER BY h.offset"
+        );
+        let mut want = vec![];
+        if !left.is_empty() {
+            for &o in &offsets {
+                let (mut n, mut nv, mut sr, mut sl, mut sd) = (0, 0, None, None, None);
+                let add = |acc: &mut Option<i64>, v: Option<i64>| {
+                    if let Some(v) = v {
+                        *acc = Some(acc.unwrap_or(0) + v);
+                    }
+                };
+                for l in &left {
+                    n += 1;
+                    let rv = asof(l, &right, keyed, o).and_then(|j| right[j].3);
+                    nv += usize::from(rv.is_some());
+                    add(&mut sr, rv);
+                    add(&mut sl, l.3);
+                    add(&mut sd, rv.zip(l.3).map(|(a, b)| a - b));
+                }
+                want.push(vec![
+                    o.to_string(),
+                    n.to_string(),
+                    nv.to_string(),
+                    show(sr),
+                    show(sl),
+                    show(sd),
+                ]);
+            }
         }
+        assert_eq!(
+            query_rows(&ctx, &sql).await,
+            want,
+            "seed {seed} pass {pass}: {sql}"
+        );
+        cases += 1;
+
+        // Two right tables (the second without keys), a left-only WHERE.
+        let sql = format!(
+            "SELECT l.id, h.offset, r.id, r2.id FROM l HORIZON JOIN r {on} \
+         HORIZON JOIN r2 {horizon} AS h WHERE l.v > 0 ORDER BY l.id, h.offset"
+        );
+        let mut want = vec![];
+        for l in sorted_left.iter().filter(|l| l.3.is_some_and(|v| v > 0)) {
+            for &o in &offsets {
+                let m = asof(l, &right, keyed, o);
+                let m2 = asof(l, &right2, false, o);
+                want.push(vec![
+                    l.0.to_string(),
+                    o.to_string(),
+                    show(m.map(|j| right[j].0)),
+                    show(m2.map(|j| right2[j].0)),
+                ]);
+            }
+        }
+        assert_eq!(
+            query_rows(&ctx, &sql).await,
+            want,
+            "seed {seed} pass {pass}: {sql}"
+        );
+        cases += 1;
     }
-    assert_eq!(query_rows(&ctx, &sql).await, want, "seed {seed}: {sql}");
-    cases += 1;
     cases
 }
 

@@ -156,6 +156,18 @@ async fn run_case(seed: u64) {
              partitions={partitions}\n{sql}\nleft {left:?}\nright {right:?}"
         );
     }
+    // Partitioned mode: the hash repartition interleaves the left's
+    // ordered runs, which the streaming path must notice.
+    if seed % 2 == 1 {
+        crate::partitioned::one_partition(
+            &ctx,
+            "r",
+            crate::support::split(&mut rng, &right, 1, 7, batch),
+        );
+        crate::partitioned::force_partitioned(&ctx).await;
+        let got = run(&ctx, &sql, true, true).await;
+        assert_eq!(got, want, "seed {seed} partitioned streaming\n{sql}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,10 @@
 use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use super::stream::{SharedState, StreamArgs, asof_join_stream};
+use crate::temporal::{
+    JoinDistribution, PartitionKeys, hash_keys, input_requirements,
+    partitioned_properties, right_for_partition,
+};
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -10,7 +14,7 @@ use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
     InputDistributionRequirements, PhysicalExpr, PlanProperties,
     SendableRecordBatchStream, apply_expression_roots,
 };
@@ -27,13 +31,23 @@ use std::sync::Arc;
 /// forward directions, by binary search in a per-key index built on first
 /// need. Output: left columns then right columns, one row per left row, in
 /// left order; partitioning and ordering are the left input's.
+///
+/// In [`JoinDistribution::Partitioned`] mode (see
+/// [`with_distribution`](Self::with_distribution)) both inputs are
+/// hash-partitioned on the keys and partition `p` builds its own timeline
+/// of right partition `p`.
 #[derive(Debug)]
 pub struct AsofJoinExec {
     left: Arc<dyn ExecutionPlan>,
     right: Arc<dyn ExecutionPlan>,
     spec: Arc<AsofJoinSpec>,
     schema: SchemaRef,
-    shared: Arc<SharedState>,
+    distribution: JoinDistribution,
+    /// The hash keys both inputs are partitioned on (partitioned only).
+    partition_keys: Option<PartitionKeys>,
+    /// The built right side: one slot when broadcast, one per partition
+    /// when partitioned.
+    shared: Vec<Arc<SharedState>>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -77,10 +91,49 @@ impl AsofJoinExec {
             right,
             spec,
             schema,
-            shared: Arc::new(SharedState::default()),
+            distribution: JoinDistribution::Broadcast,
+            partition_keys: None,
+            shared: vec![Arc::default()],
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         })
+    }
+
+    /// The operator in `distribution` mode. Partitioned needs equality keys
+    /// with a common hash type; without them the operator stays broadcast.
+    ///
+    /// ```ignore
+    /// let exec = AsofJoinExec::try_new(left, right, spec)?
+    ///     .with_distribution(JoinDistribution::Partitioned)?;
+    /// ```
+    pub fn with_distribution(mut self, distribution: JoinDistribution) -> Result<Self> {
+        self.partition_keys = match distribution {
+            JoinDistribution::Broadcast => None,
+            JoinDistribution::Partitioned => hash_keys(
+                &self.spec.left_keys,
+                &self.spec.right_keys,
+                &self.left.schema(),
+                &self.right.schema(),
+            )?,
+        };
+        let n = self.left.output_partitioning().partition_count();
+        let mut props =
+            crate::temporal::left_preserving_properties(&self.left, &self.schema);
+        (self.distribution, self.shared) = match &self.partition_keys {
+            Some(keys) => {
+                props = partitioned_properties(props, keys, n);
+                let slots = (0..n.max(1)).map(|_| Arc::default()).collect();
+                (JoinDistribution::Partitioned, slots)
+            }
+            None => (JoinDistribution::Broadcast, vec![Arc::default()]),
+        };
+        self.cache = Arc::new(props);
+        Ok(self)
+    }
+
+    /// The mode this operator runs in.
+    pub fn distribution(&self) -> JoinDistribution {
+        self.distribution
     }
 
     /// The specification.
@@ -126,18 +179,20 @@ impl DisplayAs for AsofJoinExec {
                 }
                 write!(
                     f,
-                    ", ts=[{}, {}], match={}, tolerance={tolerance}, path={}",
+                    ", ts=[{}, {}], match={}, tolerance={tolerance}, path={}, distribution={}",
                     s.left_ts,
                     s.right_ts,
                     s.matching,
-                    self.path()
+                    self.path(),
+                    self.distribution.as_str()
                 )
             }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "on=[{}]", on.join(", "))?;
                 writeln!(f, "match={}", s.matching)?;
                 writeln!(f, "tolerance={tolerance}")?;
-                write!(f, "path={}", self.path())
+                writeln!(f, "path={}", self.path())?;
+                write!(f, "distribution={}", self.distribution.as_str())
             }
         }
     }
@@ -153,10 +208,12 @@ impl ExecutionPlan for AsofJoinExec {
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        InputDistributionRequirements::new(vec![
-            Distribution::UnspecifiedDistribution,
-            Distribution::UnspecifiedDistribution,
-        ])
+        let right: Vec<_> = self
+            .partition_keys
+            .iter()
+            .map(|k| k.right.clone())
+            .collect();
+        input_requirements(self.partition_keys.as_ref(), &right, 2)
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
@@ -164,7 +221,8 @@ impl ExecutionPlan for AsofJoinExec {
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![false, false]
+        // Partitioned: hash-repartition even single-partition inputs.
+        vec![self.distribution == JoinDistribution::Partitioned; 2]
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -186,20 +244,22 @@ impl ExecutionPlan for AsofJoinExec {
             Ok(c) => c,
             Err(_) => return internal_err!("AsofJoinExec expects two children"),
         };
-        Ok(Arc::new(Self::try_new(
-            left,
-            right,
-            Arc::clone(&self.spec),
-        )?))
+        Ok(Arc::new(
+            Self::try_new(left, right, Arc::clone(&self.spec))?
+                .with_distribution(self.distribution)?,
+        ))
     }
 
     /// A new instance whose timeline is built again on the next execution.
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(Arc::new(Self::try_new(
-            Arc::clone(&self.left),
-            Arc::clone(&self.right),
-            Arc::clone(&self.spec),
-        )?))
+        Ok(Arc::new(
+            Self::try_new(
+                Arc::clone(&self.left),
+                Arc::clone(&self.right),
+                Arc::clone(&self.spec),
+            )?
+            .with_distribution(self.distribution)?,
+        ))
     }
 
     fn execute(
@@ -213,12 +273,19 @@ impl ExecutionPlan for AsofJoinExec {
                 "AsofJoinExec: partition {partition} out of range ({n} partitions)"
             );
         }
+        let (slot, right) = right_for_partition(
+            "AsofJoinExec",
+            self.distribution,
+            &self.right,
+            partition,
+            n,
+        )?;
         Ok(asof_join_stream(StreamArgs {
             left: self.left.execute(partition, Arc::clone(&context))?,
-            right: Arc::clone(&self.right),
+            right,
             spec: Arc::clone(&self.spec),
             schema: Arc::clone(&self.schema),
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(&self.shared[slot]),
             metrics: AsofJoinMetrics::new(&self.metrics, partition),
             context,
         }))

@@ -58,10 +58,23 @@ impl ExtensionPlanner for AsofJoinPlanner {
             tolerance: c.tolerance,
             left_filter: c.filter.as_ref().map(|f| phys(f, ls)).transpose()?,
         };
-        Ok(Some(Arc::new(AsofJoinExec::try_new(
-            Arc::clone(&physical_inputs[0]),
-            Arc::clone(&physical_inputs[1]),
-            Arc::new(spec),
-        )?)))
+        let options = session.config_options();
+        let distribution = options
+            .extensions
+            .get::<crate::config::TsJoinOptions>()
+            .map(|o| o.temporal_join_distribution)
+            .unwrap_or_default()
+            .choose(
+                !spec.left_keys.is_empty(),
+                options.execution.target_partitions,
+            );
+        Ok(Some(Arc::new(
+            AsofJoinExec::try_new(
+                Arc::clone(&physical_inputs[0]),
+                Arc::clone(&physical_inputs[1]),
+                Arc::new(spec),
+            )?
+            .with_distribution(distribution)?,
+        )))
     }
 }

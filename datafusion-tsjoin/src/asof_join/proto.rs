@@ -4,6 +4,7 @@
 use super::exec::AsofJoinExec;
 use super::logical::AsofJoinNode;
 use super::spec::{AsofJoinSpec, AsofMatch, Tolerance, ToleranceUnit};
+use crate::temporal::JoinDistribution;
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
 use datafusion::execution::TaskContext;
@@ -55,6 +56,10 @@ struct AsofExecProto {
     tolerance: i64,
     #[prost(string, tag = "8")]
     tolerance_unit: String,
+    /// Partitioned mode; false (broadcast) in plans encoded before the
+    /// mode existed.
+    #[prost(bool, tag = "9")]
+    partitioned: bool,
 }
 
 fn err(what: &str) -> DataFusionError {
@@ -140,6 +145,7 @@ pub(crate) fn encode_exec(
         matching: s.matching.as_str(),
         tolerance,
         tolerance_unit,
+        partitioned: exec.distribution().encode(),
     };
     msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
 }
@@ -184,9 +190,8 @@ pub(crate) fn decode_exec(
             .map(|e| parse_physical_expr(e, ctx, &ls, codec))
             .transpose()?,
     };
-    Ok(Arc::new(AsofJoinExec::try_new(
-        Arc::clone(left),
-        Arc::clone(right),
-        Arc::new(spec),
-    )?))
+    Ok(Arc::new(
+        AsofJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec))?
+            .with_distribution(JoinDistribution::decode(msg.partitioned))?,
+    ))
 }

@@ -3,6 +3,10 @@
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
 use super::stream::{SharedState, StreamArgs, horizon_join_stream};
+use crate::temporal::{
+    JoinDistribution, PartitionKeys, hash_keys, input_requirements,
+    partitioned_properties, right_for_partition,
+};
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -10,12 +14,16 @@ use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
     InputDistributionRequirements, PhysicalExpr, PlanProperties,
     SendableRecordBatchStream, apply_expression_roots,
 };
 use std::fmt;
 use std::sync::Arc;
+
+/// A partitioned HORIZON JOIN's hash keys: the left side's (shared by every
+/// right table) and each right table's.
+type HorizonKeys = (PartitionKeys, Vec<Vec<Arc<dyn PhysicalExpr>>>);
 
 /// Physical HORIZON JOIN.
 ///
@@ -30,6 +38,12 @@ use std::sync::Arc;
 /// table's columns (NULL without a match), `offset` (BIGINT, left unit) and
 /// `timestamp` (left time + offset).
 ///
+/// In [`JoinDistribution::Partitioned`] mode (see
+/// [`with_distribution`](Self::with_distribution)) every input is
+/// hash-partitioned on the keys (which every right table must share on the
+/// left side) and partition `p` builds its timelines from right partitions
+/// `p` only.
+///
 /// ```ignore
 /// let exec = HorizonJoinExec::try_new(left, vec![right], Arc::new(spec), "h".into())?;
 /// ```
@@ -42,7 +56,12 @@ pub struct HorizonJoinExec {
     /// The offsets in left ticks.
     offsets: Arc<Vec<i64>>,
     schema: SchemaRef,
-    shared: Arc<SharedState>,
+    distribution: JoinDistribution,
+    /// Partitioned only: the left hash keys, and each right table's.
+    partition_keys: Option<HorizonKeys>,
+    /// The built right sides: one slot when broadcast, one per partition
+    /// when partitioned.
+    shared: Vec<Arc<SharedState>>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -102,10 +121,69 @@ impl HorizonJoinExec {
             alias,
             offsets,
             schema,
-            shared: Arc::new(SharedState::default()),
+            distribution: JoinDistribution::Broadcast,
+            partition_keys: None,
+            shared: vec![Arc::default()],
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         })
+    }
+
+    /// The operator in `distribution` mode. Partitioned needs every right
+    /// table keyed on the same left key expressions, with common hash
+    /// types; otherwise the operator stays broadcast.
+    ///
+    /// ```ignore
+    /// let exec = HorizonJoinExec::try_new(left, vec![right], spec, "h".into())?
+    ///     .with_distribution(JoinDistribution::Partitioned)?;
+    /// ```
+    pub fn with_distribution(mut self, distribution: JoinDistribution) -> Result<Self> {
+        self.partition_keys = match distribution {
+            JoinDistribution::Broadcast => None,
+            JoinDistribution::Partitioned => self.hash_keys()?,
+        };
+        let n = self.left.output_partitioning().partition_count();
+        let mut props =
+            crate::temporal::left_preserving_properties(&self.left, &self.schema);
+        (self.distribution, self.shared) = match &self.partition_keys {
+            Some((keys, _)) => {
+                props = partitioned_properties(props, keys, n);
+                let slots = (0..n.max(1)).map(|_| Arc::default()).collect();
+                (JoinDistribution::Partitioned, slots)
+            }
+            None => (JoinDistribution::Broadcast, vec![Arc::default()]),
+        };
+        self.cache = Arc::new(props);
+        Ok(self)
+    }
+
+    /// The mode this operator runs in.
+    pub fn distribution(&self) -> JoinDistribution {
+        self.distribution
+    }
+
+    /// The hash keys of a partitioned plan: `None` unless every right table
+    /// has keys whose left side hashes alike.
+    #[expect(clippy::type_complexity)]
+    fn hash_keys(
+        &self,
+    ) -> Result<Option<(PartitionKeys, Vec<Vec<Arc<dyn PhysicalExpr>>>)>> {
+        let ls = self.left.schema();
+        let mut left: Option<PartitionKeys> = None;
+        let mut rights = vec![];
+        for (r, input) in self.spec.rights.iter().zip(&self.rights) {
+            let Some(keys) =
+                hash_keys(&r.left_keys, &r.right_keys, &ls, &input.schema())?
+            else {
+                return Ok(None);
+            };
+            if left.as_ref().is_some_and(|l| l.left != keys.left) {
+                return Ok(None);
+            }
+            rights.push(keys.right.clone());
+            left.get_or_insert(keys);
+        }
+        Ok(left.map(|l| (l, rights)))
     }
 
     /// The specification.
@@ -171,15 +249,17 @@ impl DisplayAs for HorizonJoinExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "HorizonJoinExec: rights=[{}], ts={}, offsets={offsets}, path={}",
+                "HorizonJoinExec: rights=[{}], ts={}, offsets={offsets}, path={}, distribution={}",
                 rights.join(", "),
                 s.left_ts,
-                self.path()
+                self.path(),
+                self.distribution.as_str()
             ),
             DisplayFormatType::TreeRender => {
                 writeln!(f, "rights=[{}]", rights.join(", "))?;
                 writeln!(f, "offsets={offsets}")?;
-                write!(f, "path={}", self.path())
+                writeln!(f, "path={}", self.path())?;
+                write!(f, "distribution={}", self.distribution.as_str())
             }
         }
     }
@@ -195,10 +275,10 @@ impl ExecutionPlan for HorizonJoinExec {
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        InputDistributionRequirements::new(vec![
-            Distribution::UnspecifiedDistribution;
-            1 + self.rights.len()
-        ])
+        match &self.partition_keys {
+            Some((keys, rights)) => input_requirements(Some(keys), rights, 0),
+            None => input_requirements(None, &[], 1 + self.rights.len()),
+        }
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
@@ -208,7 +288,8 @@ impl ExecutionPlan for HorizonJoinExec {
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![false; 1 + self.rights.len()]
+        // Partitioned: hash-repartition even single-partition inputs.
+        vec![self.distribution == JoinDistribution::Partitioned; 1 + self.rights.len()]
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -233,22 +314,28 @@ impl ExecutionPlan for HorizonJoinExec {
             );
         }
         let rights = children.split_off(1);
-        Ok(Arc::new(Self::try_new(
-            children.pop().unwrap(),
-            rights,
-            Arc::clone(&self.spec),
-            self.alias.clone(),
-        )?))
+        Ok(Arc::new(
+            Self::try_new(
+                children.pop().unwrap(),
+                rights,
+                Arc::clone(&self.spec),
+                self.alias.clone(),
+            )?
+            .with_distribution(self.distribution)?,
+        ))
     }
 
     /// A new instance whose timelines are built again on the next execution.
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(Arc::new(Self::try_new(
-            Arc::clone(&self.left),
-            self.rights.clone(),
-            Arc::clone(&self.spec),
-            self.alias.clone(),
-        )?))
+        Ok(Arc::new(
+            Self::try_new(
+                Arc::clone(&self.left),
+                self.rights.clone(),
+                Arc::clone(&self.spec),
+                self.alias.clone(),
+            )?
+            .with_distribution(self.distribution)?,
+        ))
     }
 
     fn execute(
@@ -262,13 +349,26 @@ impl ExecutionPlan for HorizonJoinExec {
                 "HorizonJoinExec: partition {partition} out of range ({n} partitions)"
             );
         }
+        let mut slot = 0;
+        let mut rights = Vec::with_capacity(self.rights.len());
+        for r in &self.rights {
+            let (s, right) = right_for_partition(
+                "HorizonJoinExec",
+                self.distribution,
+                r,
+                partition,
+                n,
+            )?;
+            slot = s;
+            rights.push(right);
+        }
         Ok(horizon_join_stream(StreamArgs {
             left: self.left.execute(partition, Arc::clone(&context))?,
-            rights: self.rights.clone(),
+            rights,
             spec: Arc::clone(&self.spec),
             offsets: Arc::clone(&self.offsets),
             schema: Arc::clone(&self.schema),
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(&self.shared[slot]),
             metrics: HorizonJoinMetrics::new(&self.metrics, partition),
             context,
         }))

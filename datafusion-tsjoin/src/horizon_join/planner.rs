@@ -65,11 +65,22 @@ impl ExtensionPlanner for HorizonJoinPlanner {
             offsets: c.offsets.clone(),
             rights,
         };
-        Ok(Some(Arc::new(HorizonJoinExec::try_new(
-            Arc::clone(&physical_inputs[0]),
-            physical_inputs[1..].to_vec(),
-            Arc::new(spec),
-            c.alias.clone(),
-        )?)))
+        let options = session.config_options();
+        let keyed = spec.rights.iter().all(|r| !r.left_keys.is_empty());
+        let distribution = options
+            .extensions
+            .get::<crate::config::TsJoinOptions>()
+            .map(|o| o.temporal_join_distribution)
+            .unwrap_or_default()
+            .choose(keyed, options.execution.target_partitions);
+        Ok(Some(Arc::new(
+            HorizonJoinExec::try_new(
+                Arc::clone(&physical_inputs[0]),
+                physical_inputs[1..].to_vec(),
+                Arc::new(spec),
+                c.alias.clone(),
+            )?
+            .with_distribution(distribution)?,
+        )))
     }
 }

@@ -5,6 +5,7 @@
 use super::exec::HorizonJoinExec;
 use super::logical::HorizonJoinNode;
 use super::spec::{HorizonJoinSpec, HorizonOffsets, HorizonRightSpec};
+use crate::temporal::JoinDistribution;
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
 use datafusion::execution::TaskContext;
@@ -64,6 +65,10 @@ struct HorizonExecProto {
     offsets: Vec<i64>,
     #[prost(string, tag = "5")]
     alias: String,
+    /// Partitioned mode; false (broadcast) in plans encoded before the
+    /// mode existed.
+    #[prost(bool, tag = "6")]
+    partitioned: bool,
 }
 
 fn err(what: &str) -> DataFusionError {
@@ -175,6 +180,7 @@ pub(crate) fn encode_exec(
         range,
         offsets,
         alias: exec.alias().to_string(),
+        partitioned: exec.distribution().encode(),
     };
     msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
 }
@@ -237,10 +243,13 @@ pub(crate) fn decode_exec(
         offsets: offsets_of(msg.range, &msg.offsets)?,
         rights: specs,
     };
-    Ok(Arc::new(HorizonJoinExec::try_new(
-        Arc::clone(left),
-        rights.to_vec(),
-        Arc::new(spec),
-        msg.alias,
-    )?))
+    Ok(Arc::new(
+        HorizonJoinExec::try_new(
+            Arc::clone(left),
+            rights.to_vec(),
+            Arc::new(spec),
+            msg.alias,
+        )?
+        .with_distribution(JoinDistribution::decode(msg.partitioned))?,
+    ))
 }

@@ -144,6 +144,10 @@ struct TemporalCase {
     query: Query,
     partitions: usize,
     fast: bool,
+    /// Run in `tsjoin.temporal_join_distribution = partitioned`, the right
+    /// table in one partition (hash-repartitioning one partition keeps
+    /// each key's table order, which breaks timestamp ties).
+    partitioned: bool,
     split_seed: u64,
 }
 
@@ -175,6 +179,10 @@ impl TemporalCase {
             },
             partitions: rng.range(1, 4) as usize,
             fast: rng.chance(0.7),
+            // One case in four, not drawn from `rng` (every seed keeps the
+            // case it had before this dimension existed), and by a hash of
+            // the seed, not `seed % n`, which callers use to pick the kind.
+            partitioned: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 == 1,
             split_seed: rng.next_u64(),
         }
     }
@@ -183,17 +191,36 @@ impl TemporalCase {
     async fn answers(&self) -> Result<(Vec<Vec<String>>, Vec<Vec<String>>)> {
         let ctx = context(self.partitions, None)?;
         let mut rng = Rng::new(self.split_seed);
-        for (name, rows) in [("l", &self.left), ("r", &self.right)] {
-            let parts = reference::split(&mut rng, rows, self.partitions);
+        let right_parts = if self.partitioned { 1 } else { self.partitions };
+        for (name, rows, n) in [
+            ("l", &self.left, self.partitions),
+            ("r", &self.right, right_parts),
+        ] {
+            let parts = reference::split(&mut rng, rows, n);
             ctx.register_table(
                 name,
                 Arc::new(MemTable::try_new(reference::schema(), parts)?),
             )?;
         }
-        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_fast_path = {}", self.fast))
-            .await?;
+        for set in self.settings() {
+            ctx.tsjoin_sql(&set).await?;
+        }
         let got = rows(&ctx, &self.query.sql()).await?;
         Ok((got, self.query.reference(&self.left, &self.right)))
+    }
+
+    /// The SET statements of this case's execution path.
+    fn settings(&self) -> Vec<String> {
+        let mut v = vec![format!("SET tsjoin.window_join_fast_path = {}", self.fast)];
+        if self.partitioned {
+            v.extend([
+                "SET tsjoin.temporal_join_distribution = partitioned".to_string(),
+                // Small inputs hash-repartitioned too, scans kept whole.
+                "SET datafusion.execution.batch_size = 4".to_string(),
+                "SET datafusion.optimizer.repartition_file_scans = false".to_string(),
+            ]);
+        }
+        v
     }
 
     async fn fails(&self) -> Option<String> {
@@ -242,9 +269,9 @@ async fn temporal_case(seed: u64, asof: bool) -> std::result::Result<(), Box<Mis
     script.insert_str(
         0,
         &format!(
-            "-- tsjoin verify: {kind} seed {seed}, {} partitions\n\
-             SET tsjoin.window_join_fast_path = {};\n",
-            case.partitions, case.fast
+            "-- tsjoin verify: {kind} seed {seed}, {} partitions\n{};\n",
+            case.partitions,
+            case.settings().join(";\n")
         ),
     );
     Err(Box::new(Mismatch { seed, what, script }))

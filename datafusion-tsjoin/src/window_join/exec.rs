@@ -7,6 +7,10 @@ use super::spec::{TimeScale, WindowJoinSettings, WindowJoinSpec};
 use super::stream::{SharedState, StreamArgs, window_join_stream};
 use super::streaming::{StreamingArgs, StreamingShared, streaming_stream};
 use crate::kernels::KernelSet;
+use crate::temporal::{
+    JoinDistribution, PartitionKeys, hash_keys, input_requirements,
+    partitioned_properties, right_for_partition,
+};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -16,7 +20,7 @@ use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalSor
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, Distribution, ExecutionPlan,
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
     ExecutionPlanProperties, InputDistributionRequirements, PhysicalExpr, PlanProperties,
     ReplaceChildrenOptions, SendableRecordBatchStream, apply_expression_roots,
 };
@@ -31,6 +35,11 @@ use std::sync::Arc;
 /// every task finds each row's window by binary search in its key's time
 /// slice and aggregates it. Output: left columns then one column per
 /// aggregate; partitioning and ordering are the left input's.
+///
+/// In [`JoinDistribution::Partitioned`] mode (see
+/// [`with_distribution`](Self::with_distribution)) both inputs are
+/// hash-partitioned on the keys and partition `p` builds its own index of
+/// right partition `p`.
 #[derive(Debug)]
 pub struct WindowJoinExec {
     left: Arc<dyn ExecutionPlan>,
@@ -44,11 +53,16 @@ pub struct WindowJoinExec {
     kernels: KernelSet,
     /// `Some(left order known)` when the streaming path runs.
     streaming: Option<bool>,
-    /// The streaming path's right side, shared like `shared`.
-    streaming_shared: Arc<StreamingShared>,
+    /// Broadcast or partitioned.
+    distribution: JoinDistribution,
+    /// The hash keys both inputs are partitioned on (partitioned only).
+    partition_keys: Option<PartitionKeys>,
+    /// The streaming path's right side, per slot like `shared`.
+    streaming_shared: Vec<Arc<StreamingShared>>,
     /// The right index and the pool of join tasks, shared by the
-    /// partitions of one execution.
-    shared: Arc<SharedState>,
+    /// partitions of one execution: one slot when broadcast, one per
+    /// partition (its own right partition's index) when partitioned.
+    shared: Vec<Arc<SharedState>>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -97,8 +111,7 @@ impl WindowJoinExec {
             left.schema().metadata().clone(),
         ));
         let cache = Arc::new(Self::compute_properties(&left, &schema));
-        let partitions = left.output_partitioning().partition_count();
-        Ok(Self {
+        let mut exec = Self {
             left,
             right,
             spec,
@@ -107,19 +120,91 @@ impl WindowJoinExec {
             fast,
             kernels: KernelSet::choose(settings.simd),
             streaming,
-            streaming_shared: Arc::default(),
-            shared: Arc::new(SharedState::new(settings.workers, partitions)),
+            distribution: JoinDistribution::Broadcast,
+            partition_keys: None,
+            streaming_shared: vec![],
+            shared: vec![],
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
-        })
+        };
+        exec.reset_slots();
+        Ok(exec)
+    }
+
+    /// The operator in `distribution` mode. Partitioned needs equality keys
+    /// with a common hash type; without them the operator stays broadcast
+    /// (see [`distribution`](Self::distribution)).
+    ///
+    /// ```ignore
+    /// let exec = WindowJoinExec::try_new(left, right, spec, settings)?
+    ///     .with_distribution(JoinDistribution::Partitioned)?;
+    /// ```
+    pub fn with_distribution(mut self, distribution: JoinDistribution) -> Result<Self> {
+        self.partition_keys = match distribution {
+            JoinDistribution::Broadcast => None,
+            JoinDistribution::Partitioned => hash_keys(
+                &self.spec.left_keys,
+                &self.spec.right_keys,
+                &self.left.schema(),
+                &self.right.schema(),
+            )?,
+        };
+        self.distribution = match self.partition_keys {
+            Some(_) => JoinDistribution::Partitioned,
+            None => JoinDistribution::Broadcast,
+        };
+        let mut props = Self::compute_properties(&self.left, &self.schema);
+        if let Some(keys) = &self.partition_keys {
+            let n = self.left.output_partitioning().partition_count();
+            props = partitioned_properties(props, keys, n);
+        }
+        self.cache = Arc::new(props);
+        self.reset_slots();
+        Ok(self)
+    }
+
+    /// The mode this operator runs in.
+    pub fn distribution(&self) -> JoinDistribution {
+        self.distribution
+    }
+
+    /// Fresh per-execution state: one slot when broadcast, one per
+    /// partition when partitioned (whose task pools share the workers).
+    fn reset_slots(&mut self) {
+        let partitions = self.left.output_partitioning().partition_count();
+        let (slots, permits, floor) = match self.distribution {
+            JoinDistribution::Broadcast => (1, self.settings.workers, partitions),
+            JoinDistribution::Partitioned => {
+                (partitions.max(1), self.slot_settings().workers, 1)
+            }
+        };
+        self.shared = (0..slots)
+            .map(|_| Arc::new(SharedState::new(permits, floor)))
+            .collect();
+        self.streaming_shared = (0..slots).map(|_| Arc::default()).collect();
+    }
+
+    /// The settings one partition's stream runs with: partitioned, the
+    /// workers are shared out over the partitions (each builds and joins
+    /// its own keys).
+    fn slot_settings(&self) -> WindowJoinSettings {
+        match self.distribution {
+            JoinDistribution::Broadcast => self.settings,
+            JoinDistribution::Partitioned => {
+                let n = self.left.output_partitioning().partition_count().max(1);
+                WindowJoinSettings {
+                    workers: self.settings.workers.div_ceil(n).max(1),
+                    ..self.settings
+                }
+            }
+        }
     }
 
     /// The same operator over `left` and `right` (whose properties are the
     /// current children's), with fresh execution state: no right index yet
     /// and new metrics.
     fn fresh(&self, left: Arc<dyn ExecutionPlan>, right: Arc<dyn ExecutionPlan>) -> Self {
-        let partitions = left.output_partitioning().partition_count();
-        Self {
+        let mut exec = Self {
             left,
             right,
             spec: Arc::clone(&self.spec),
@@ -128,11 +213,15 @@ impl WindowJoinExec {
             fast: self.fast.clone(),
             kernels: self.kernels,
             streaming: self.streaming,
-            streaming_shared: Arc::default(),
-            shared: Arc::new(SharedState::new(self.settings.workers, partitions)),
+            distribution: self.distribution,
+            partition_keys: self.partition_keys.clone(),
+            streaming_shared: vec![],
+            shared: vec![],
             metrics: ExecutionPlanMetricsSet::new(),
             cache: Arc::clone(&self.cache),
-        }
+        };
+        exec.reset_slots();
+        exec
     }
 
     /// The shared specification (expressions, bounds, aggregates).
@@ -143,9 +232,11 @@ impl WindowJoinExec {
     /// Left batches joined at once over all left partitions, as EXPLAIN
     /// shows it: the setting, but at least one per left partition.
     fn permits(&self) -> usize {
-        self.settings
-            .workers
-            .max(self.left.output_partitioning().partition_count())
+        let n = self.left.output_partitioning().partition_count();
+        match self.distribution {
+            JoinDistribution::Broadcast => self.settings.workers.max(n),
+            JoinDistribution::Partitioned => self.slot_settings().workers * n.max(1),
+        }
     }
 
     /// Left batches joined at once, over all left partitions (the setting).
@@ -267,14 +358,16 @@ impl DisplayAs for WindowJoinExec {
                     aggs.join(", "),
                     self.path(),
                     self.permits()
-                )
+                )?;
+                write!(f, ", distribution={}", self.distribution.as_str())
             }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "on=[{}]", on.join(", "))?;
                 writeln!(f, "range=[{}, {}]", s.lo, s.hi)?;
                 writeln!(f, "prevailing={}", s.prevailing.as_str())?;
                 writeln!(f, "path={}", self.path())?;
-                write!(f, "workers={}", self.permits())
+                writeln!(f, "workers={}", self.permits())?;
+                write!(f, "distribution={}", self.distribution.as_str())
             }
         }
     }
@@ -290,12 +383,11 @@ impl ExecutionPlan for WindowJoinExec {
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        // Left stays partitioned; every right partition is drained once
-        // into the shared index (a broadcast built in parallel).
-        InputDistributionRequirements::new(vec![
-            Distribution::UnspecifiedDistribution,
-            Distribution::UnspecifiedDistribution,
-        ])
+        // Broadcast: left stays partitioned; every right partition is
+        // drained once into the shared index (built in parallel).
+        // Partitioned: both sides hash-partitioned on the keys, alike.
+        let right = self.partition_keys.iter().map(|k| k.right.clone());
+        input_requirements(self.partition_keys.as_ref(), &right.collect::<Vec<_>>(), 2)
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
@@ -303,9 +395,11 @@ impl ExecutionPlan for WindowJoinExec {
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        // Repartitioning the left would scramble its order; parallelism comes
-        // from the per-partition task pool instead.
-        vec![false, false]
+        // Broadcast: repartitioning the left would scramble its order;
+        // parallelism comes from the per-partition task pool instead.
+        // Partitioned: asking for the hash repartitions even over
+        // single-partition inputs is what spreads the keys.
+        vec![self.distribution == JoinDistribution::Partitioned; 2]
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -330,12 +424,10 @@ impl ExecutionPlan for WindowJoinExec {
         };
         match options.children_properties {
             ChildrenPropertiesMode::Keep => Ok(Arc::new(self.fresh(left, right))),
-            ChildrenPropertiesMode::Recompute => Ok(Arc::new(Self::try_new(
-                left,
-                right,
-                Arc::clone(&self.spec),
-                self.settings,
-            )?)),
+            ChildrenPropertiesMode::Recompute => Ok(Arc::new(
+                Self::try_new(left, right, Arc::clone(&self.spec), self.settings)?
+                    .with_distribution(self.distribution)?,
+            )),
         }
     }
 
@@ -368,29 +460,39 @@ impl ExecutionPlan for WindowJoinExec {
                 "WindowJoinExec: partition {partition} out of range ({n} partitions)"
             );
         }
+        // Broadcast: every partition shares slot 0 and the whole right
+        // side; partitioned: partition p has its slot and right partition p.
+        let (slot, right) = right_for_partition(
+            "WindowJoinExec",
+            self.distribution,
+            &self.right,
+            partition,
+            n,
+        )?;
+        let settings = self.slot_settings();
         if let (Some(plan), Some(_)) = (&self.fast, self.streaming) {
             return Ok(streaming_stream(StreamingArgs {
                 left: self.left.execute(partition, Arc::clone(&context))?,
-                right: Arc::clone(&self.right),
+                right,
                 spec: Arc::clone(&self.spec),
                 plan: Arc::clone(plan),
                 kernels: self.kernels,
-                settings: self.settings,
+                settings,
                 schema: Arc::clone(&self.schema),
-                shared: Arc::clone(&self.streaming_shared),
+                shared: Arc::clone(&self.streaming_shared[slot]),
                 metrics: WindowJoinMetrics::new(&self.metrics, partition),
                 context,
             }));
         }
         Ok(window_join_stream(StreamArgs {
             left: self.left.execute(partition, Arc::clone(&context))?,
-            right: Arc::clone(&self.right),
+            right,
             spec: Arc::clone(&self.spec),
             fast: self.fast.clone(),
             kernels: self.kernels,
-            settings: self.settings,
+            settings,
             schema: Arc::clone(&self.schema),
-            shared: Arc::clone(&self.shared),
+            shared: Arc::clone(&self.shared[slot]),
             metrics: WindowJoinMetrics::new(&self.metrics, partition),
             context,
         }))

@@ -40,6 +40,7 @@ mod spec;
 mod stream;
 mod streaming;
 
+pub use crate::temporal::{DistributionSetting, JoinDistribution};
 pub use bounds::{BoundUnit, Direction, Prevailing, WindowBound};
 pub use exec::WindowJoinExec;
 pub use logical::{ExprLayout, WindowJoinClause, WindowJoinNode};

@@ -217,12 +217,17 @@ impl ExtensionPlanner for WindowJoinPlanner {
             min_max_table_min: ts.window_join_min_max_table_min,
             streaming: ts.window_join_streaming,
         };
+        let distribution = ts.temporal_join_distribution.choose(
+            !spec.left_keys.is_empty(),
+            options.execution.target_partitions,
+        );
         let exec = WindowJoinExec::try_new(
             Arc::clone(&physical_inputs[0]),
             Arc::clone(&physical_inputs[1]),
             Arc::new(spec),
             settings,
-        )?;
+        )?
+        .with_distribution(distribution)?;
         Ok(Some(Arc::new(exec)))
     }
 }
