@@ -20,6 +20,7 @@ use ballista_core::registry::BallistaFunctionRegistry;
 use datafusion::common::Result;
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
+use datafusion_tsjoin::window_join::DistributionSetting;
 use datafusion_tsjoin::{TsJoinOptions, TsJoinSessionStateBuilderExt};
 use std::sync::Arc;
 
@@ -31,8 +32,10 @@ use std::sync::Arc;
 /// ```
 /// use datafusion::prelude::SessionConfig;
 /// use datafusion_tsjoin::TsJoinOptions;
+/// use datafusion_tsjoin::window_join::DistributionSetting;
 /// let config = tsjoin_ballista::cluster_config(SessionConfig::new());
-/// assert!(config.options().extensions.get::<TsJoinOptions>().is_some());
+/// let tsjoin = config.options().extensions.get::<TsJoinOptions>().unwrap();
+/// assert_eq!(tsjoin.temporal_join_distribution, DistributionSetting::Partitioned);
 /// ```
 pub fn cluster_config(config: SessionConfig) -> SessionConfig {
     let mut config = config
@@ -45,6 +48,15 @@ pub fn cluster_config(config: SessionConfig) -> SessionConfig {
             .options_mut()
             .extensions
             .insert(TsJoinOptions::default());
+    }
+    // With equality keys, temporal joins hash-partition both sides: each
+    // task reads only its share of the right side instead of all of it (a
+    // session that chose a mode keeps it).
+    let options = config.options_mut();
+    if let Some(tsjoin) = options.extensions.get_mut::<TsJoinOptions>()
+        && tsjoin.temporal_join_distribution == DistributionSetting::Auto
+    {
+        tsjoin.temporal_join_distribution = DistributionSetting::Partitioned;
     }
     config
 }
