@@ -23,6 +23,7 @@ mod priority_cmd;
 mod progress_cmd;
 mod scaling_cmd;
 mod soak_cmd;
+mod tsbs_cmd;
 mod verify_cmd;
 
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
@@ -92,6 +93,9 @@ enum Command {
     /// ASOF JOIN (prevailing bid/ask per trade) vs DataFusion's rewrite,
     /// DuckDB, chdb and Polars, with a scan and a single-thread run.
     Asof(asof_cmd::AsofArgs),
+    /// TSBS IoT (the QuestDB blog's filter queries and the 13 TSBS query
+    /// types) vs DataFusion, DuckDB and chdb, answers checked.
+    Tsbs(tsbs_cmd::TsbsArgs),
 }
 
 /// What `groupby` runs.
@@ -758,6 +762,7 @@ async fn main() {
         Command::Progress(args) => progress_cmd::run(args).await,
         Command::Priority(args) => priority_cmd::run(args).await,
         Command::Horizon(args) => horizon_cmd::run(args).await,
+        Command::Tsbs(args) => tsbs_cmd::run(args).await,
         Command::Asof(args) => asof_cmd::run(args).await,
     };
     if let Err(e) = result {

@@ -28,6 +28,7 @@ pub mod functions;
 pub mod horizon_join;
 pub mod inline_aggregate;
 mod kernels;
+pub mod newest_first;
 pub mod offset_topk;
 pub mod priority;
 pub mod progress;

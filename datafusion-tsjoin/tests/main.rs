@@ -15,6 +15,7 @@ mod lifecycle;
 mod limit_diff;
 mod limits;
 mod memory;
+mod newest_first;
 mod percentile;
 mod priority;
 mod progress;
