@@ -69,6 +69,8 @@ pub const TAIL_TAG: u8 = 0xB4;
 pub const HORIZON_JOIN_TAG: u8 = 0xB5;
 /// First byte of an encoded [`crate::newest_first::NewestFirstTopKExec`].
 pub const NEWEST_FIRST_TAG: u8 = 0xB8;
+/// First byte of an encoded [`crate::filter_aggregate::FilterAggregateExec`].
+pub const FILTER_AGGREGATE_TAG: u8 = 0xB7;
 
 /// [`InlineAggregateExec`] in proto form.
 #[derive(Clone, PartialEq, Message)]
@@ -497,6 +499,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&HORIZON_JOIN_TAG, rest)) = buf.split_first() {
             return crate::horizon_join::proto::decode_exec(rest, inputs, ctx, self);
         }
+        if let Some((&FILTER_AGGREGATE_TAG, rest)) = buf.split_first() {
+            return crate::filter_aggregate::proto::decode_exec(rest, inputs, ctx, self);
+        }
         if let Some((&NEWEST_FIRST_TAG, rest)) = buf.split_first() {
             return crate::newest_first::proto::decode_exec(rest, inputs, ctx, self);
         }
@@ -648,6 +653,12 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some(exec) = node.downcast_ref::<crate::horizon_join::HorizonJoinExec>() {
             buf.push(HORIZON_JOIN_TAG);
             return crate::horizon_join::proto::encode_exec(exec, self, buf);
+        }
+        if let Some(exec) =
+            node.downcast_ref::<crate::filter_aggregate::FilterAggregateExec>()
+        {
+            buf.push(FILTER_AGGREGATE_TAG);
+            return crate::filter_aggregate::proto::encode_exec(exec, self, buf);
         }
         if let Some(exec) =
             node.downcast_ref::<crate::newest_first::NewestFirstTopKExec>()

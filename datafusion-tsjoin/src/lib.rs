@@ -24,6 +24,7 @@ pub mod asof_join;
 pub mod codec;
 pub mod config;
 pub mod files;
+pub mod filter_aggregate;
 pub mod functions;
 pub mod horizon_join;
 pub mod inline_aggregate;

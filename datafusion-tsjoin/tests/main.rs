@@ -8,6 +8,7 @@ mod dictionary_scan;
 mod differential;
 mod exec;
 mod explain;
+mod filter_aggregate;
 mod fuzz;
 mod groupby;
 mod horizon;
