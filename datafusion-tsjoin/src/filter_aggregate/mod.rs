@@ -31,9 +31,10 @@
 //! the value columns are Float64 or Int64, and every conjunct is
 //! `column op literal` (`=`, `<>`, `<`, `<=`, `>`, `>=`, either side) with
 //! a non-NULL literal of the column's type. Anything else keeps
-//! DataFusion's plan. Comparisons are arrow's (the kernels DataFusion's
-//! filter uses: NaN is above every number and equal to itself); `min`/`max`
-//! of floats follow the same total order.
+//! DataFusion's plan. Each comparison is evaluated by DataFusion's own
+//! expression (so NaN, -0.0 and NULL compare exactly as in its filter);
+//! `min`/`max` of floats follow arrow's total order (NaN above every
+//! number), as DataFusion's `min`/`max` do.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -42,11 +43,11 @@
 //! ctx.tsjoin_sql("CREATE TABLE t (a DOUBLE, b BIGINT) AS VALUES (1.5, 1), (2.5, 2), (3.5, 3)").await?;
 //! let df = ctx.tsjoin_sql("SELECT count(*), sum(b), max(a) FROM t WHERE a > 2.0 AND b <= 3").await?;
 //! datafusion::assert_batches_eq!([
-//!     "+----------+--------+--------+",
+//!     "+----------+----------+----------+",
 //!     "| count(*) | sum(t.b) | max(t.a) |",
-//!     "+----------+--------+--------+",
-//!     "| 2        | 5      | 3.5    |",
-//!     "+----------+--------+--------+",
+//!     "+----------+----------+----------+",
+//!     "| 2        | 5        | 3.5      |",
+//!     "+----------+----------+----------+",
 //! ], &df.collect().await?);
 //! # Ok(()) }
 //! ```

@@ -24,7 +24,7 @@ use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use datafusion::physical_expr::PhysicalSortExpr;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions, common,
+    ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions,
 };
 use futures::StreamExt;
 use std::sync::Arc;
@@ -186,12 +186,16 @@ async fn read(
         )?,
     };
     let schema = plan.schema();
-    let batches = common::collect(plan.execute(0, context)?).await?;
+    // The best rows so far and one batch: a row group is never held whole.
+    let mut stream = plan.execute(0, context)?;
+    let mut top = RecordBatch::new_empty(Arc::clone(&schema));
+    while let Some(batch) = stream.next().await {
+        top = best(&schema, &[top, batch?], &expr, fetch)?.0;
+    }
     let scanned = scan
         .metrics()
         .and_then(|m| m.output_rows())
         .unwrap_or_default();
-    let (top, _) = best(&schema, &batches, &expr, fetch)?;
     Ok((top, scanned))
 }
 
