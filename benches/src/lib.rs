@@ -3,9 +3,11 @@
 //! `tsjoin-bench window-join` ([`runner`]); the grouped-aggregation data
 //! sets and runner behind `tsjoin-bench groupby` ([`groupby`]); the synthetic
 //! ClickBench `hits` table and runner behind `tsjoin-bench clickbench`
-//! ([`clickbench`]).
+//! ([`clickbench`]); the TSBS IoT data set and queries behind
+//! `tsjoin-bench tsbs` ([`tsbs`]).
 
 pub mod clickbench;
 pub mod generate;
 pub mod groupby;
 pub mod runner;
+pub mod tsbs;

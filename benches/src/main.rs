@@ -25,6 +25,7 @@ mod priority_cmd;
 mod progress_cmd;
 mod scaling_cmd;
 mod soak_cmd;
+mod tsbs_cmd;
 mod verify_cmd;
 
 // The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
@@ -98,6 +99,9 @@ enum Command {
     Asof(asof_cmd::AsofArgs),
     /// Temporal joins broadcast vs partitioned (WINDOW JOIN q1..q4, ASOF).
     Distribution(distribution_cmd::DistributionArgs),
+    /// TSBS IoT (the QuestDB blog's filter queries and the 13 TSBS query
+    /// types) vs DataFusion, DuckDB and chdb, answers checked.
+    Tsbs(tsbs_cmd::TsbsArgs),
 }
 
 /// What `groupby` runs.
@@ -765,6 +769,7 @@ async fn main() {
         Command::Progress(args) => progress_cmd::run(args).await,
         Command::Priority(args) => priority_cmd::run(args).await,
         Command::Horizon(args) => horizon_cmd::run(args).await,
+        Command::Tsbs(args) => tsbs_cmd::run(args).await,
         Command::Asof(args) => asof_cmd::run(args).await,
         Command::Distribution(args) => distribution_cmd::run(args).await,
     };

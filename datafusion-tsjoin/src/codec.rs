@@ -67,6 +67,10 @@ pub const ASOF_JOIN_TAG: u8 = 0xB3;
 pub const TAIL_TAG: u8 = 0xB4;
 /// First byte of an encoded HORIZON JOIN node (logical or physical).
 pub const HORIZON_JOIN_TAG: u8 = 0xB5;
+/// First byte of an encoded [`crate::newest_first::NewestFirstTopKExec`].
+pub const NEWEST_FIRST_TAG: u8 = 0xB8;
+/// First byte of an encoded [`crate::filter_aggregate::FilterAggregateExec`].
+pub const FILTER_AGGREGATE_TAG: u8 = 0xB7;
 
 /// Whether `byte` starts a tsjoin encoding: tsjoin reserves the tags
 /// `0xB1..=0xBF` for its nodes, so a codec that wraps these codecs beside
@@ -512,6 +516,12 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&HORIZON_JOIN_TAG, rest)) = buf.split_first() {
             return crate::horizon_join::proto::decode_exec(rest, inputs, ctx, self);
         }
+        if let Some((&FILTER_AGGREGATE_TAG, rest)) = buf.split_first() {
+            return crate::filter_aggregate::proto::decode_exec(rest, inputs, ctx, self);
+        }
+        if let Some((&NEWEST_FIRST_TAG, rest)) = buf.split_first() {
+            return crate::newest_first::proto::decode_exec(rest, inputs, ctx, self);
+        }
         if let Some((&TAIL_TAG, rest)) = buf.split_first() {
             let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
             let [input] = inputs else {
@@ -661,6 +671,18 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some(exec) = node.downcast_ref::<crate::horizon_join::HorizonJoinExec>() {
             buf.push(HORIZON_JOIN_TAG);
             return crate::horizon_join::proto::encode_exec(exec, self, buf);
+        }
+        if let Some(exec) =
+            node.downcast_ref::<crate::filter_aggregate::FilterAggregateExec>()
+        {
+            buf.push(FILTER_AGGREGATE_TAG);
+            return crate::filter_aggregate::proto::encode_exec(exec, self, buf);
+        }
+        if let Some(exec) =
+            node.downcast_ref::<crate::newest_first::NewestFirstTopKExec>()
+        {
+            buf.push(NEWEST_FIRST_TAG);
+            return crate::newest_first::proto::encode_exec(exec, self, buf);
         }
         if let Some(exec) = node.downcast_ref::<TailExec>() {
             buf.push(TAIL_TAG);

@@ -67,6 +67,14 @@ extensions_options! {
         /// then reads newest-first and prunes what the TopK has beaten
         /// (see `sort_through_filter`).
         pub sort_through_filter: bool, default = true
+        /// Run a descending TopK over a (filtered) Parquet scan row group
+        /// by row group, newest first, stopping once no unread row group
+        /// can contribute (see `newest_first`).
+        pub newest_first_scan: bool, default = true
+        /// Fold `count`/`sum`/`min`/`max` without GROUP BY over a WHERE of
+        /// column-vs-literal comparisons in one pass per batch (see
+        /// `filter_aggregate`).
+        pub filter_aggregate: bool, default = true
         /// This session's query priority: `high`, `normal`, `low` or an
         /// integer (higher runs first). While a query of higher priority
         /// runs, lower ones pause at batch boundaries (see `priority`).

@@ -100,6 +100,15 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             .position(|r| r.name() == "PushdownSort")
             .unwrap_or(rules.len());
         rules.insert(at, Arc::new(crate::sort_through_filter::SortThroughFilter));
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "SanityCheckPlan")
+            .unwrap_or(rules.len());
+        rules.insert(at, Arc::new(crate::newest_first::NewestFirstRule));
+        rules.insert(
+            at + 1,
+            Arc::new(crate::filter_aggregate::FilterAggregateRule),
+        );
         self.with_query_planner(Arc::new(TsJoinQueryPlanner))
             .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))
             .with_physical_optimizer_rules(rules)

@@ -256,6 +256,11 @@ async fn filtered_last_rows_read_newest_first() {
         ctx.tsjoin_sql("SET datafusion.execution.batch_size = 100")
             .await
             .unwrap();
+        // This test is about the scan order DataFusion's own TopK gets;
+        // `newest_first` (tests/newest_first.rs) would replace that TopK.
+        ctx.tsjoin_sql("SET tsjoin.newest_first_scan = false")
+            .await
+            .unwrap();
         for sql in [
             "SELECT * FROM r WHERE v > 50 LIMIT -5",
             "SELECT * FROM r WHERE v > 50 ORDER BY ts DESC LIMIT 5",
