@@ -83,7 +83,7 @@ fn check(path: &Path) -> std::io::Result<()> {
 /// use datafusion::prelude::{ParquetReadOptions, SessionContext};
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("cut.parquet");
-/// std::fs::write(&path, b"PAR1 not much").unwrap();
+/// std::fs::write(&path, b"PAR1").unwrap();
 /// let ctx = SessionContext::new();
 /// let path = path.to_str().unwrap();
 /// let err = datafusion_tsjoin::files::register_parquet(

@@ -77,7 +77,7 @@ pub struct Mismatch {
 /// assert!(run(Kind::GroupBy, 1).await.is_ok());
 /// assert!(run(Kind::Asof, 1).await.is_ok());
 /// assert!(run(Kind::Horizon, 1).await.is_ok());
-/// assert!(run(Kind::Percentile, 1).await.is_ok());
+/// assert!(run(Kind::Percentile, 4).await.is_ok());
 /// # }
 /// ```
 pub async fn run(kind: Kind, seed: u64) -> std::result::Result<(), Box<Mismatch>> {
