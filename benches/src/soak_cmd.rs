@@ -1,6 +1,7 @@
 //! `tsjoin-bench soak --minutes N`: one session serving mixed queries
 //! (`datafusion_tsjoin::testing::MIXED_QUERIES`: WINDOW JOIN, inline GROUP
-//! BY, both, LIMIT … OFFSET) from `--jobs` concurrent tasks for N minutes,
+//! BY, both, LIMIT … OFFSET, ASOF / LT JOIN, HORIZON JOIN,
+//! `approx_percentile`) from `--jobs` concurrent tasks for N minutes,
 //! reporting throughput and memory (process RSS, the session pool's
 //! reservation) every interval, and whether memory grew.
 

@@ -1,7 +1,9 @@
-//! `tsjoin-bench verify --cases N`: differential cases at scale, a third
-//! each: WINDOW JOIN and ASOF JOIN cases against the naive references,
-//! inline GROUP BY cases against DataFusion's aggregate (random tables, shapes, partitions,
-//! batch sizes, and now and then a small memory limit); see
+//! `tsjoin-bench verify --cases N`: differential cases at scale, a fifth
+//! each: WINDOW JOIN, ASOF JOIN and HORIZON JOIN cases against the naive
+//! references, `approx_percentile` cases against its reference (bit for
+//! bit), inline GROUP BY cases against DataFusion's aggregate (random
+//! tables, shapes, partitions, batch sizes, and now and then a small
+//! memory limit); see
 //! `datafusion_tsjoin::testing::verify`. Each failure is printed as a
 //! minimal SQL script; the exit status is 1 when any case failed.
 
@@ -22,7 +24,8 @@ pub struct VerifyArgs {
     /// Cases run at once.
     #[arg(long, default_value_t = 4)]
     jobs: usize,
-    /// Only this kind: `window-join`, `group-by` or `asof`.
+    /// Only this kind: `window-join`, `group-by`, `asof`, `horizon` or
+    /// `percentile`.
     #[arg(long)]
     only: Option<String>,
 }
@@ -30,10 +33,12 @@ pub struct VerifyArgs {
 /// Runs the cases and prints a summary (and each failure's script).
 pub async fn run_verify(args: VerifyArgs) -> Result<()> {
     let kinds: Vec<Kind> = match args.only.as_deref() {
-        None => vec![Kind::WindowJoin, Kind::GroupBy, Kind::Asof],
+        None => Kind::ALL.to_vec(),
         Some("window-join") => vec![Kind::WindowJoin],
         Some("group-by") => vec![Kind::GroupBy],
         Some("asof") => vec![Kind::Asof],
+        Some("horizon") => vec![Kind::Horizon],
+        Some("percentile") => vec![Kind::Percentile],
         Some(other) => {
             return Err(DataFusionError::Plan(format!("unknown kind {other}")));
         }

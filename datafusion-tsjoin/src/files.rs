@@ -6,10 +6,12 @@
 //! file: [`check_parquet_files`] reports such files, and files too short to
 //! be Parquet, by name before any reader sees them. tsjoin runs it on
 //! `CREATE EXTERNAL TABLE … STORED AS PARQUET` over local paths; the CLI and
-//! the Python module on every Parquet file they register. Code calling
-//! DataFusion's `register_parquet` directly should call it first.
+//! the Python module on every Parquet file they register. Library code
+//! registers Parquet files with [`register_parquet`] (the check, then
+//! DataFusion's `register_parquet` with panics contained).
 
 use datafusion::common::{DataFusionError, Result};
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use futures::FutureExt;
 use std::future::Future;
 use std::io::{Read, Seek, SeekFrom};
@@ -68,6 +70,38 @@ fn check(path: &Path) -> std::io::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// DataFusion's `SessionContext::register_parquet`, safe on damaged files:
+/// a local path is checked first ([`check_parquet_files`]) and a panic while
+/// the files are read for their schema comes back as an error, so a corrupt
+/// or truncated file is an error naming it and the session goes on. The CLI
+/// and the Python module register Parquet files this way.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use datafusion::prelude::{ParquetReadOptions, SessionContext};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("cut.parquet");
+/// std::fs::write(&path, b"PAR1").unwrap();
+/// let ctx = SessionContext::new();
+/// let path = path.to_str().unwrap();
+/// let err = datafusion_tsjoin::files::register_parquet(
+///     &ctx, "t", path, ParquetReadOptions::default(),
+/// ).await.unwrap_err();
+/// assert!(err.to_string().contains("corrupt Parquet file"));
+/// # }
+/// ```
+pub async fn register_parquet(
+    ctx: &SessionContext,
+    name: &str,
+    path: &str,
+    options: ParquetReadOptions<'_>,
+) -> Result<()> {
+    if let Some(local) = local_path(path) {
+        check_parquet_files(local)?;
+    }
+    contained(ctx.register_parquet(name, path, options)).await
 }
 
 /// The local path of a table location (`file://` URLs and plain paths;

@@ -123,6 +123,77 @@ async fn corrupt_parquet_is_an_error_not_a_panic() {
     }
 }
 
+/// `files::register_parquet` (the library's entry point for Parquet
+/// files) on every kind of damage: an error naming the file, or a table
+/// whose query fails; never a panic, and the session goes on. The same for
+/// a directory holding one damaged file among good ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_parquet_reports_corrupt_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.parquet");
+    write_parquet(&good, 5000).await;
+    let valid = std::fs::read(&good).unwrap();
+    let bad_dir = tempfile::tempdir().unwrap();
+    for (name, path) in corrupt_files(bad_dir.path(), &valid) {
+        let ctx = context(2);
+        let registered = datafusion_tsjoin::files::register_parquet(
+            &ctx,
+            "t",
+            path.to_str().unwrap(),
+            ParquetReadOptions::default(),
+        )
+        .await;
+        match registered {
+            Err(e) => {
+                let text = e.to_string();
+                assert!(!text.contains("internal error"), "{name}: {text}");
+            }
+            Ok(()) => {
+                let res = async {
+                    ctx.tsjoin_sql("SELECT sum(v) FROM t")
+                        .await?
+                        .collect()
+                        .await
+                };
+                assert!(
+                    res.await.is_err() || name == "flipped footer bytes",
+                    "{name}: read as valid"
+                );
+            }
+        }
+        assert_eq!(
+            query_rows(&ctx, "SELECT 1").await,
+            vec![vec!["1"]],
+            "{name}"
+        );
+        // One damaged file in a directory of good ones.
+        let mixed = tempfile::tempdir().unwrap();
+        std::fs::copy(&good, mixed.path().join("a.parquet")).unwrap();
+        std::fs::copy(&path, mixed.path().join("b.parquet")).unwrap();
+        let ctx = context(2);
+        let registered = datafusion_tsjoin::files::register_parquet(
+            &ctx,
+            "m",
+            &format!("{}/", mixed.path().display()),
+            ParquetReadOptions::default(),
+        )
+        .await;
+        if registered.is_ok() {
+            let res = async {
+                ctx.tsjoin_sql("SELECT sum(v) FROM m")
+                    .await?
+                    .collect()
+                    .await
+            };
+            let res = res.await;
+            assert!(
+                res.is_err() || matches!(name, "flipped footer bytes" | "empty"),
+                "{name} in a directory: read as valid"
+            );
+        }
+    }
+}
+
 /// Rows of `sql`, or its error's text; an internal error fails the test
 /// (and a panic, of course).
 async fn outcome(

@@ -42,3 +42,26 @@ fn fuzzed_sql_never_panics_or_hangs() {
     assert!(ok > 0 && errors > 0, "{ok} ok, {errors} errors");
     assert!(internal.is_empty(), "internal errors: {internal:#?}");
 }
+
+/// Found by `tsjoin-bench fuzz` (release, 2 MiB stack): `SELECT 1 + 1 + …`
+/// of 10,000 terms overflowed the stack in DataFusion's planner (a plain
+/// recursive `Expr::clone`), aborting the process. Chains up to the limit
+/// (1,000 levels) answer, longer ones are a planning error.
+#[test]
+fn long_operator_chains_answer_or_are_a_clear_error() {
+    let sum = |n: usize| format!("SELECT {}", vec!["1"; n].join(" + "));
+    let ors = |n: usize| {
+        let terms: Vec<String> = (0..n).map(|i| format!("price = {i}")).collect();
+        format!("SELECT count(*) FROM t WHERE {}", terms.join(" OR "))
+    };
+    for sql in [sum(900), ors(900)] {
+        let got = check(&sql, 2, 16 << 20, Duration::from_secs(60));
+        assert!(matches!(got, Outcome::Ok), "{got:?}");
+    }
+    for sql in [sum(10_000), ors(5_000)] {
+        match check(&sql, 2, 16 << 20, Duration::from_secs(60)) {
+            Outcome::Error(e) => assert!(e.contains("nested too deeply"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -310,3 +310,26 @@ async fn dropping_the_stream_stops_every_kind_of_query() {
         dropping_stops(&ctx, &counts, sql, streams).await;
     }
 }
+
+/// Dropping a query's stream stops ASOF JOIN, HORIZON JOIN and
+/// `approx_percentile` within a second: an endless right side while it is
+/// indexed, an endless left side under an aggregate, an endless input of a
+/// percentile GROUP BY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_stream_stops_asof_horizon_and_percentile() {
+    let queries = [
+        "SELECT t.ts, e.v FROM t ASOF JOIN endless e ON (k)",
+        "SELECT x.k, count(x.v) FROM (SELECT e.k, p.v FROM endless e ASOF JOIN p ON (k)) x \
+         GROUP BY x.k",
+        "SELECT h.offset, count(e.v) FROM t HORIZON JOIN endless e ON (k) LIST (0, 1s) AS h",
+        "SELECT h.offset, count(p.v) FROM endless e HORIZON JOIN p ON (k) \
+         RANGE FROM -1s TO 1s STEP 500T AS h",
+        "SELECT k, approx_percentile(v, 0.99, 3), approx_median(v) FROM endless GROUP BY k",
+    ];
+    for sql in queries {
+        let ctx = limited_context(usize::MAX / 2);
+        big_tables(&ctx, 1_000).await;
+        let counts = register_endless(&ctx, "endless", 2);
+        dropping_stops(&ctx, &counts, sql, false).await;
+    }
+}

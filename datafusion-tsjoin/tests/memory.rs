@@ -151,6 +151,27 @@ async fn memory_limit_matrix() {
             "SELECT k, s, count(*), sum(v) FROM t GROUP BY k, s",
         ),
         (
+            "ASOF JOIN",
+            "AsofJoinExec",
+            "SELECT t.k, count(p.v), sum(p.v) FROM t ASOF JOIN p ON (k) GROUP BY t.k",
+        ),
+        (
+            "HORIZON JOIN",
+            "HorizonJoinExec",
+            "SELECT h.offset, count(p.v), sum(p.v) FROM t HORIZON JOIN p ON (k) \
+             LIST (-1s, 0, 1s) AS h",
+        ),
+        (
+            "approx_percentile, 97 groups",
+            "Aggregate",
+            "SELECT k, approx_percentile(v, 0.99, 3), approx_median(v) FROM t GROUP BY k",
+        ),
+        (
+            "approx_percentile, one group per row",
+            "Aggregate",
+            "SELECT ts, approx_percentile(v, 0.5, 2) FROM t GROUP BY ts",
+        ),
+        (
             "ORDER BY over LIMIT … OFFSET",
             "Sort",
             "SELECT * FROM (SELECT ts, v FROM t ORDER BY v LIMIT 150000 OFFSET 10) ORDER BY ts DESC",

@@ -1,5 +1,6 @@
 //! `approx_percentile` / `approx_median` against an obviously correct
-//! reference: sort each group's values, take QuestDB's nearest rank, round
+//! reference (`testing::percentile`, also behind `tsjoin-bench verify`):
+//! sort each group's values, take QuestDB's nearest rank, round
 //! it to its HdrHistogram bucket's highest (p = 0: lowest) equivalent
 //! value. Random data (NULLs, NaN, zeros, duplicates, skewed keys, wide
 //! ranges), random precision and p, 1..4 partitions and random batch
@@ -17,71 +18,11 @@ use datafusion::logical_expr::{AggregateUDF, col, lit};
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
 use datafusion_tsjoin::functions::ApproxPercentile;
+use datafusion_tsjoin::testing::percentile::{M, rank, reference_double, reference_int};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// `subBucketCountMagnitude` per precision.
-const M: [u32; 6] = [1, 5, 8, 11, 15, 18];
-
-/// Java's `getValueAtPercentile` rank (one ulp off before rounding up).
-fn rank(p: f64, n: usize) -> usize {
-    let pct = p * 100.0;
-    let down = if pct == 0.0 {
-        -f64::from_bits(1)
-    } else {
-        f64::from_bits(pct.to_bits() - 1)
-    };
-    let req = down.clamp(0.0, 100.0);
-    (((req * n as f64) / 100.0).ceil() as usize).max(1)
-}
-
-/// HdrHistogram's highest (or lowest) value equivalent to integer `v`:
-/// buckets hold `2^m` values at first, then double in width.
-fn equivalent(v: u64, m: u32, lowest: bool) -> u64 {
-    let mut width = 1u64;
-    while (v as u128) >= (1u128 << m) * width as u128 {
-        width *= 2;
-    }
-    let lo = v / width * width;
-    if lowest { lo } else { lo + (width - 1) }
-}
-
-fn reference_int(values: &[i64], p: f64, precision: usize) -> Option<f64> {
-    let mut v: Vec<i64> = values.to_vec();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    let x = v[rank(p, v.len()) - 1] as u64;
-    Some(equivalent(x, M[precision], p * 100.0 == 0.0) as f64)
-}
-
-/// DoubleHistogram: values are scaled so that the lowest positive one's
-/// power of two lands on `2^(m-1)`, truncated to integers, and reported
-/// back through the same scale.
-fn reference_double(values: &[f64], p: f64, precision: usize) -> Option<f64> {
-    let mut v: Vec<f64> = values.to_vec();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let x = v[rank(p, v.len()) - 1];
-    if x == 0.0 {
-        return Some(0.0);
-    }
-    let min_pos = v.iter().copied().find(|&y| y > 0.0).unwrap();
-    let e_min = min_pos.log2().floor() as i32;
-    // log2 can round across a power of two; fix it exactly.
-    let e_min = (e_min - 1..=e_min + 1)
-        .rev()
-        .find(|&e| 2f64.powi(e) <= min_pos)
-        .unwrap();
-    let k = e_min - (M[precision] as i32 - 1);
-    let int = (x * 2f64.powi(-k)).floor() as u64;
-    Some(equivalent(int, M[precision], p * 100.0 == 0.0) as f64 * 2f64.powi(k))
-}
 
 /// A random value column: integers or doubles, with NULLs (and NaN, inf
 /// and zeros for doubles), over a random range.

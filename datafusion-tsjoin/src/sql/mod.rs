@@ -9,6 +9,7 @@
 mod alter;
 mod asof;
 mod ast;
+mod depth;
 mod horizon;
 mod limit;
 mod questdb_ddl;
@@ -55,6 +56,9 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
         .with_recursion_limit(recursion_limit)
         .build()?
         .parse_statements()?;
+    for st in &statements {
+        depth::check_depth(st)?;
+    }
     Ok(statements.into_iter().collect())
 }
 

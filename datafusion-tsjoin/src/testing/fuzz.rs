@@ -51,6 +51,10 @@ pub const SEEDS: &[&str] = &[
     "SELECT * FROM t ASOF JOIN p MATCH_CONDITION(t.ts >= p.ts) ON t.sym = p.sym",
     "SELECT h.offset, avg(p.bid - t.price) FROM t HORIZON JOIN p ON (sym) RANGE FROM 0s TO 1m STEP 10s AS h ORDER BY h.offset",
     "SELECT h.offset, count(*) FROM t HORIZON JOIN p ON (sym) LIST (-1s, 0, 5s) AS h",
+    "SELECT sym, approx_percentile(qty, 0.9, 3), approx_median(price) FROM t GROUP BY sym",
+    "SELECT approx_percentile(qty, ARRAY[0.5, 0.99], 2), approx_median(abs(bid), 0) FROM p",
+    "SELECT ts, approx_percentile(qty, 0.5) OVER (PARTITION BY sym ORDER BY ts) FROM t",
+    "SELECT t.ts, approx_percentile(p.v, 0.75) FROM t WINDOW JOIN p ON (sym) RANGE BETWEEN 1 minute PRECEDING AND CURRENT ROW",
 ];
 
 /// Words the mutations insert.
@@ -106,6 +110,10 @@ pub const KEYWORDS: &[&str] = &[
     "last",
     "min",
     "max",
+    "approx_percentile",
+    "approx_median",
+    "ARRAY[",
+    "]",
     "(",
     ")",
     ",",

@@ -281,43 +281,51 @@ pub fn window_join(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
 /// assert!(sql.contains("CREATE TABLE l") && sql.contains("'NaN'"));
 /// ```
 pub fn script(left: &[Row], right: &[Row], query: &str) -> String {
-    let table = |name: &str, rows: &[Row]| {
-        let f = |v: Option<f64>| match v {
-            None => "NULL".to_string(),
-            Some(x) if x.is_nan() => "'NaN'".to_string(),
-            Some(x) => format!("{x:?}"),
-        };
-        let i = |v: Option<i64>| v.map_or("NULL".to_string(), |x| x.to_string());
-        // An empty table still needs one typed row to select from.
-        let (values, filter) = if rows.is_empty() {
-            ("(0, NULL, NULL, NULL, NULL)".to_string(), " WHERE false")
-        } else {
-            let values: Vec<String> = rows
-                .iter()
-                .map(|r| {
-                    format!(
-                        "({}, {}, {}, {}, {})",
-                        r.id,
-                        i(r.ts),
-                        i(r.k),
-                        f(r.v),
-                        i(r.i)
-                    )
-                })
-                .collect();
-            (values.join(", "), "")
-        };
-        format!(
-            "CREATE TABLE {name} AS SELECT CAST(id AS BIGINT) AS id, \
-             to_timestamp_millis(CAST(ts AS BIGINT)) AS ts, CAST(k AS BIGINT) AS k, \
-             CAST(v AS DOUBLE) AS v, CAST(i AS BIGINT) AS i \
-             FROM (VALUES {values}) AS x(id, ts, k, v, i){filter};"
-        )
-    };
     format!(
         "SET datafusion.execution.target_partitions = 1;\n{}\n{}\n{query};\n",
-        table("l", left),
-        table("r", right)
+        table_sql("l", left),
+        table_sql("r", right)
+    )
+}
+
+/// The `CREATE TABLE name AS …` statement of `rows` (one partition, rows
+/// in order), as [`script`] writes it.
+///
+/// ```
+/// use datafusion_tsjoin::testing::reference::table_sql;
+/// assert!(table_sql("r2", &[]).starts_with("CREATE TABLE r2 AS"));
+/// ```
+pub fn table_sql(name: &str, rows: &[Row]) -> String {
+    let f = |v: Option<f64>| match v {
+        None => "NULL".to_string(),
+        Some(x) if x.is_nan() => "'NaN'".to_string(),
+        Some(x) => format!("{x:?}"),
+    };
+    let i = |v: Option<i64>| v.map_or("NULL".to_string(), |x| x.to_string());
+    // An empty table still needs one typed row to select from.
+    let (values, filter) = if rows.is_empty() {
+        ("(0, NULL, NULL, NULL, NULL)".to_string(), " WHERE false")
+    } else {
+        let values: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "({}, {}, {}, {}, {})",
+                    r.id,
+                    i(r.ts),
+                    i(r.k),
+                    f(r.v),
+                    i(r.i)
+                )
+            })
+            .collect();
+        (values.join(", "), "")
+    };
+    format!(
+        "CREATE TABLE {name} AS SELECT CAST(id AS BIGINT) AS id, \
+         to_timestamp_millis(CAST(ts AS BIGINT)) AS ts, CAST(k AS BIGINT) AS k, \
+         CAST(v AS DOUBLE) AS v, CAST(i AS BIGINT) AS i \
+         FROM (VALUES {values}) AS x(id, ts, k, v, i){filter};"
     )
 }
 

@@ -1,7 +1,9 @@
 //! Differential cases, run by the integration test `verify` (a few hundred)
 //! and by `tsjoin-bench verify --cases N` (any number): a WINDOW JOIN case
 //! checks tsjoin against the naive [`reference`](super::reference), an
-//! ASOF JOIN case against [`asof`](super::asof), a GROUP
+//! ASOF JOIN case against [`asof`](super::asof), a HORIZON JOIN case
+//! against [`horizon`](super::horizon), an `approx_percentile` case against
+//! [`percentile`](super::percentile) (bit for bit), a GROUP
 //! BY case the inline aggregate against DataFusion's. A failure comes back
 //! as a minimal SQL script that reproduces it.
 //!
@@ -11,6 +13,8 @@
 
 use super::Rng;
 use super::asof::AsofShape;
+use super::horizon::HorizonShape;
+use super::percentile::{PctRow, PctShape, pct_batch, pct_rows, pct_schema, pct_script};
 use super::reference::{self, Row, Shape};
 use crate::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
 use datafusion::arrow::array::{ArrayRef, AsArray, RecordBatch};
@@ -33,6 +37,24 @@ pub enum Kind {
     /// ASOF / LT JOIN (all four directions, tolerances) against the naive
     /// [`asof`](super::asof) reference.
     Asof,
+    /// HORIZON JOIN (RANGE and LIST offsets, one or two right tables)
+    /// against the naive [`horizon`](super::horizon) reference.
+    Horizon,
+    /// `approx_percentile` / `approx_median` (GROUP BY, no GROUP BY, OVER;
+    /// every input type and precision, the array form) against the naive
+    /// [`percentile`](super::percentile) reference, bit for bit.
+    Percentile,
+}
+
+impl Kind {
+    /// Every kind, in the order `tsjoin-bench verify` interleaves them.
+    pub const ALL: [Kind; 5] = [
+        Kind::WindowJoin,
+        Kind::GroupBy,
+        Kind::Asof,
+        Kind::Horizon,
+        Kind::Percentile,
+    ];
 }
 
 /// A case whose answer differs from the reference, or that failed.
@@ -54,13 +76,15 @@ pub struct Mismatch {
 /// assert!(run(Kind::WindowJoin, 1).await.is_ok());
 /// assert!(run(Kind::GroupBy, 1).await.is_ok());
 /// assert!(run(Kind::Asof, 1).await.is_ok());
+/// assert!(run(Kind::Horizon, 1).await.is_ok());
+/// assert!(run(Kind::Percentile, 4).await.is_ok());
 /// # }
 /// ```
 pub async fn run(kind: Kind, seed: u64) -> std::result::Result<(), Box<Mismatch>> {
     match kind {
-        Kind::WindowJoin => temporal_case(seed, false).await,
+        Kind::WindowJoin | Kind::Asof | Kind::Horizon => temporal_case(seed, kind).await,
         Kind::GroupBy => group_by_case(seed).await,
-        Kind::Asof => temporal_case(seed, true).await,
+        Kind::Percentile => percentile_case(seed).await,
     }
 }
 
@@ -118,6 +142,7 @@ fn context(partitions: usize, memory: Option<usize>) -> Result<SessionContext> {
 enum Query {
     Window(Shape),
     Asof(AsofShape),
+    Horizon(HorizonShape),
 }
 
 impl Query {
@@ -125,22 +150,26 @@ impl Query {
         match self {
             Self::Window(s) => s.sql(),
             Self::Asof(s) => s.sql(),
+            Self::Horizon(s) => s.sql(),
         }
     }
 
-    fn reference(&self, left: &[Row], right: &[Row]) -> Vec<Vec<String>> {
+    fn reference(&self, left: &[Row], right: &[Row], right2: &[Row]) -> Vec<Vec<String>> {
         match self {
             Self::Window(s) => reference::window_join(left, right, s),
             Self::Asof(s) => super::asof::asof(left, right, s),
+            Self::Horizon(s) => super::horizon::horizon(left, right, right2, s),
         }
     }
 }
 
-/// One temporal join case (WINDOW or ASOF JOIN): tables, query,
+/// One temporal join case (WINDOW, ASOF or HORIZON JOIN): tables, query,
 /// partitions and the execution path from `seed`.
 struct TemporalCase {
     left: Vec<Row>,
     right: Vec<Row>,
+    /// HORIZON JOIN's second right table `r2` (empty for the others).
+    right2: Vec<Row>,
     query: Query,
     partitions: usize,
     fast: bool,
@@ -152,7 +181,7 @@ struct TemporalCase {
 }
 
 impl TemporalCase {
-    fn new(seed: u64, asof: bool) -> Self {
+    fn new(seed: u64, kind: Kind) -> Self {
         let mut rng = Rng::new(seed);
         let long = rng.chance(0.1);
         let span = rng.range(0, if long { 400 } else { 40 });
@@ -169,21 +198,34 @@ impl TemporalCase {
         for (i, r) in right.iter_mut().enumerate() {
             r.id = i as i64;
         }
+        let query = match kind {
+            Kind::Asof => Query::Asof(AsofShape::random(&mut rng)),
+            Kind::Horizon => Query::Horizon(HorizonShape::random(&mut rng, span)),
+            _ => Query::Window(Shape::random(&mut rng)),
+        };
+        let (partitions, fast, split_seed) =
+            (rng.range(1, 4) as usize, rng.chance(0.7), rng.next_u64());
+        let mut right2 = vec![];
+        if kind == Kind::Horizon {
+            let n = rng.range(0, 12) as usize;
+            right2 = reference::random_rows(&mut rng, n, span, keys);
+            right2.sort_by_key(|r| r.ts);
+            for (i, r) in right2.iter_mut().enumerate() {
+                r.id = i as i64;
+            }
+        }
         Self {
             left,
             right,
-            query: if asof {
-                Query::Asof(AsofShape::random(&mut rng))
-            } else {
-                Query::Window(Shape::random(&mut rng))
-            },
-            partitions: rng.range(1, 4) as usize,
-            fast: rng.chance(0.7),
+            right2,
+            query,
+            partitions,
+            fast,
             // One case in four, not drawn from `rng` (every seed keeps the
             // case it had before this dimension existed), and by a hash of
             // the seed, not `seed % n`, which callers use to pick the kind.
             partitioned: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 == 1,
-            split_seed: rng.next_u64(),
+            split_seed,
         }
     }
 
@@ -195,6 +237,7 @@ impl TemporalCase {
         for (name, rows, n) in [
             ("l", &self.left, self.partitions),
             ("r", &self.right, right_parts),
+            ("r2", &self.right2, right_parts),
         ] {
             let parts = reference::split(&mut rng, rows, n);
             ctx.register_table(
@@ -206,7 +249,17 @@ impl TemporalCase {
             ctx.tsjoin_sql(&set).await?;
         }
         let got = rows(&ctx, &self.query.sql()).await?;
-        Ok((got, self.query.reference(&self.left, &self.right)))
+        let want = self.query.reference(&self.left, &self.right, &self.right2);
+        Ok((got, want))
+    }
+
+    /// Rows of table `side` (0: `l`, 1: `r`, 2: `r2`).
+    fn side(&mut self, side: usize) -> &mut Vec<Row> {
+        match side {
+            0 => &mut self.left,
+            1 => &mut self.right,
+            _ => &mut self.right2,
+        }
     }
 
     /// The SET statements of this case's execution path.
@@ -232,20 +285,16 @@ impl TemporalCase {
     }
 }
 
-async fn temporal_case(seed: u64, asof: bool) -> std::result::Result<(), Box<Mismatch>> {
-    let mut case = TemporalCase::new(seed, asof);
+async fn temporal_case(seed: u64, kind: Kind) -> std::result::Result<(), Box<Mismatch>> {
+    let mut case = TemporalCase::new(seed, kind);
     let Some(mut what) = case.fails().await else {
         return Ok(());
     };
     // Shrink: drop rows one at a time while the case still fails.
-    for side in 0..2 {
+    for side in 0..3 {
         let mut i = 0;
         loop {
-            let rows = if side == 0 {
-                &mut case.left
-            } else {
-                &mut case.right
-            };
+            let rows = case.side(side);
             if i >= rows.len() {
                 break;
             }
@@ -253,19 +302,23 @@ async fn temporal_case(seed: u64, asof: bool) -> std::result::Result<(), Box<Mis
             match case.fails().await {
                 Some(w) => what = w,
                 None => {
-                    let rows = if side == 0 {
-                        &mut case.left
-                    } else {
-                        &mut case.right
-                    };
-                    rows.insert(i, removed);
+                    case.side(side).insert(i, removed);
                     i += 1;
                 }
             }
         }
     }
     let mut script = reference::script(&case.left, &case.right, &case.query.sql());
-    let kind = if asof { "ASOF JOIN" } else { "WINDOW JOIN" };
+    if kind == Kind::Horizon {
+        let r2 = reference::table_sql("r2", &case.right2);
+        let at = script.find("\nCREATE TABLE r ").map_or(0, |i| i + 1);
+        script.insert_str(at, &format!("{r2}\n"));
+    }
+    let kind = match kind {
+        Kind::Asof => "ASOF JOIN",
+        Kind::Horizon => "HORIZON JOIN",
+        _ => "WINDOW JOIN",
+    };
     script.insert_str(
         0,
         &format!(
@@ -511,6 +564,128 @@ async fn group_by_case(seed: u64) -> std::result::Result<(), Box<Mismatch>> {
         case.all_keys,
         case.create(),
         q = case.query()
+    );
+    Err(Box::new(Mismatch { seed, what, script }))
+}
+
+/// A cell as the percentile case compares it: floats exactly (`{:?}`),
+/// lists element by element.
+fn exact_cell(array: &ArrayRef, row: usize) -> String {
+    if array.is_null(row) {
+        return "NULL".into();
+    }
+    match array.data_type() {
+        DataType::Float64 => {
+            format!("{:?}", array.as_primitive::<Float64Type>().value(row))
+        }
+        DataType::List(_) => {
+            let items = array.as_list::<i32>().value(row);
+            let all: Vec<String> =
+                (0..items.len()).map(|i| exact_cell(&items, i)).collect();
+            format!("[{}]", all.join(", "))
+        }
+        _ => cell(array, row),
+    }
+}
+
+/// One `approx_percentile` case: table `g`, query, partitions and batch
+/// sizes from `seed`.
+struct PercentileCase {
+    rows: Vec<PctRow>,
+    shape: PctShape,
+    partitions: usize,
+    split_seed: u64,
+}
+
+impl PercentileCase {
+    fn new(seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        // Now and then groups large enough to turn their slots dense.
+        let n = if rng.chance(0.03) {
+            rng.range(2_000, 6_000)
+        } else {
+            rng.range(0, 120)
+        };
+        let mut rows = pct_rows(&mut rng, n as usize);
+        rng.shuffle(&mut rows);
+        Self {
+            rows,
+            shape: PctShape::random(&mut rng),
+            partitions: rng.range(1, 5) as usize,
+            split_seed: rng.next_u64(),
+        }
+    }
+
+    /// tsjoin's answer (sorted rows, exact floats) or its error.
+    async fn answer(&self) -> Result<Vec<Vec<String>>> {
+        let ctx = context(self.partitions, None)?;
+        let mut rng = Rng::new(self.split_seed);
+        let mut parts = vec![vec![]; self.partitions];
+        let mut at = 0;
+        while at < self.rows.len() {
+            let len = (rng.range(1, 98) as usize).min(self.rows.len() - at);
+            parts[rng.below(self.partitions as u64) as usize]
+                .push(pct_batch(&self.rows[at..at + len]));
+            at += len;
+        }
+        ctx.register_table("g", Arc::new(MemTable::try_new(pct_schema(), parts)?))?;
+        let batches = ctx.tsjoin_sql(&self.shape.sql()).await?.collect().await?;
+        let mut out: Vec<Vec<String>> = batches
+            .iter()
+            .flat_map(|b| {
+                (0..b.num_rows())
+                    .map(move |r| b.columns().iter().map(|c| exact_cell(c, r)).collect())
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    async fn fails(&self) -> Option<String> {
+        match (self.answer().await, self.shape.reference(&self.rows)) {
+            (Ok(got), Ok(want)) if got == want => None,
+            (Ok(got), Ok(want)) => Some(format!("got {got:?}\nwant {want:?}")),
+            (Err(e), Err(want)) if want.iter().any(|w| e.to_string().contains(w)) => None,
+            (Err(e), Err(want)) => {
+                Some(format!("error {e}\nwant an error with {want:?}"))
+            }
+            (Ok(got), Err(want)) => Some(format!("got {got:?}\nwant an error: {want:?}")),
+            (Err(e), Ok(_)) => Some(format!("error: {e}")),
+        }
+    }
+}
+
+async fn percentile_case(seed: u64) -> std::result::Result<(), Box<Mismatch>> {
+    let mut case = PercentileCase::new(seed);
+    let Some(mut what) = case.fails().await else {
+        return Ok(());
+    };
+    // Shrink the rows by halves, then one at a time.
+    let mut chunk = case.rows.len().div_ceil(2).max(1);
+    loop {
+        let mut i = 0;
+        while i < case.rows.len() {
+            let end = (i + chunk).min(case.rows.len());
+            let removed: Vec<PctRow> = case.rows.drain(i..end).collect();
+            match case.fails().await {
+                Some(w) => what = w,
+                None => {
+                    case.rows.splice(i..i, removed);
+                    i += chunk;
+                }
+            }
+        }
+        if chunk == 1 {
+            break;
+        }
+        chunk /= 2;
+    }
+    let script = format!(
+        "-- tsjoin verify: approx_percentile seed {seed}, {} partitions\n\
+         SET datafusion.execution.target_partitions = {};\n{}",
+        case.partitions,
+        case.partitions,
+        pct_script(&case.rows, &case.shape.sql())
     );
     Err(Box::new(Mismatch { seed, what, script }))
 }
