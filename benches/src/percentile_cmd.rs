@@ -17,6 +17,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,6 +56,11 @@ pub struct PercentileArgs {
     /// Single-thread values/s of tsjoin at 1 group (a table of its own).
     #[arg(long)]
     single_thread: bool,
+    /// Thread counts for a scaling table of tsjoin alone (p99, precision
+    /// 3, both inputs) on the same rows; answers must be identical at
+    /// every count. Replaces the peer comparison when given.
+    #[arg(long, value_delimiter = ',')]
+    scaling: Vec<usize>,
     /// Where the Parquet copies for the peers go.
     #[arg(long, default_value = "benches/data/percentile")]
     dir: PathBuf,
@@ -238,6 +244,9 @@ pub async fn run(args: PercentileArgs) -> Result<()> {
         args.rows, args.threads, args.runs
     );
     println!("load average at start: {}\n", load_average());
+    if !args.scaling.is_empty() {
+        return scaling(&args).await;
+    }
     if args.single_thread && args.groups.contains(&1) {
         single_thread(&args).await?;
     }
@@ -384,5 +393,49 @@ async fn single_thread(args: &PercentileArgs) -> Result<()> {
         );
     }
     println!();
+    Ok(())
+}
+
+/// `--scaling`: tsjoin's p99 (precision 3) per group count and input at
+/// each thread count, the rows dealt round-robin by batch into as many
+/// partitions as threads; the speed-up is against the first count, and the
+/// answer (sorted by key) must be bit-identical at every count.
+async fn scaling(args: &PercentileArgs) -> Result<()> {
+    let counts = &args.scaling;
+    let header: String = counts.iter().map(|t| format!(" {t} thr |")).collect();
+    let rule: String = counts.iter().map(|_| "---|").collect();
+    println!(
+        "### tsjoin approx_percentile(x, 0.99, 3) scaling: ms (speed-up)\n\n\
+         | groups | input |{header} same answer |\n|---|---|{rule}---|"
+    );
+    for &g in &args.groups {
+        let batches: Vec<RecordBatch> = table(args.rows, g, 1).concat();
+        for column in ["li", "lf"] {
+            let input = if column == "li" { "BIGINT" } else { "DOUBLE" };
+            let sql = format!(
+                "SELECT k, approx_percentile({column}, 0.99, 3) AS a FROM lat GROUP BY k ORDER BY k"
+            );
+            let (mut cells, mut first, mut same) = (String::new(), None, true);
+            for &t in counts {
+                let mut parts = vec![vec![]; t.max(1)];
+                for (i, b) in batches.iter().enumerate() {
+                    parts[i % t.max(1)].push(b.clone());
+                }
+                let ctx: SessionContext =
+                    tsjoin_context(SessionConfig::new().with_target_partitions(t.max(1)));
+                let schema = batches[0].schema();
+                ctx.register_table("lat", Arc::new(MemTable::try_new(schema, parts)?))?;
+                let (s, r) = time_df(args.runs, || ctx.tsjoin_sql(&sql)).await?;
+                let schema = r.first().map(|b| b.schema()).ok_or_else(|| {
+                    DataFusionError::Execution("no answer batches".into())
+                })?;
+                let answer = datafusion::arrow::compute::concat_batches(&schema, &r)?;
+                let base = first.get_or_insert_with(|| (s, answer.clone()));
+                same &= answer == base.1;
+                write!(cells, " {:.0} ({:.1}x) |", s * 1e3, base.0 / s).unwrap();
+            }
+            println!("| {g} | {input} |{cells} {} |", if same { "yes" } else { "**no**" });
+        }
+    }
     Ok(())
 }
