@@ -22,10 +22,11 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Emits the rows of its input that a [`TailRange`] selects, in input
-/// order, as one partition. The input's partitions are read one after the
-/// other, partition 0 first, so "input order" is partition order then row
-/// order. Buffers at most `keep_last` rows (or `drop_last` rows when
-/// `keep_last` is `None`), charged to the memory pool.
+/// order, as one partition. Requires its input as one partition (the
+/// optimizer merges a partitioned one, in order when it is ordered); should
+/// it get several, it reads them one after the other. Buffers at most
+/// `keep_last` rows (or `drop_last` rows when `keep_last` is `None`),
+/// charged to the memory pool.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
