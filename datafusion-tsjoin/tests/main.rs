@@ -21,6 +21,7 @@ mod partitioned;
 mod percentile;
 mod priority;
 mod progress;
+mod reoptimize;
 mod slt;
 mod streaming;
 mod support;

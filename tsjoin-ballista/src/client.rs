@@ -5,6 +5,8 @@ use crate::codec::{ClusterLogicalCodec, ClusterPhysicalCodec};
 use crate::scheduler::ballista_error;
 use crate::state::{cluster_config, cluster_state};
 use ballista::prelude::SessionContextExt;
+use ballista_core::config::BallistaConfig;
+use ballista_core::extension::SessionConfigHelperExt;
 use ballista_core::serde::BallistaCodec;
 use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
 use ballista_scheduler::standalone::new_standalone_scheduler_with_builder;
@@ -18,6 +20,15 @@ use std::time::{Duration, Instant};
 /// A session whose queries run on the cluster whose scheduler is at `url`
 /// (`df://HOST:PORT`). Parse and plan with `tsjoin_sql` as locally;
 /// `collect` sends the plan to the scheduler.
+///
+/// The session starts from Ballista's DataFusion defaults (no round-robin
+/// repartitioning, sort-merge joins, no dynamic filters, no view types)
+/// even when `config` already holds Ballista settings (which makes
+/// Ballista skip them); `SET` changes them afterwards. The client's
+/// settings travel to the scheduler and override its own, so a client
+/// without them ran plans Ballista cannot run: a hash join with a dynamic
+/// filter whose sides Ballista swaps once the build stage has run fails on
+/// the scheduler, and the query never finishes.
 ///
 /// ```no_run
 /// # async fn f() -> datafusion::error::Result<()> {
@@ -33,6 +44,16 @@ pub async fn cluster_context(url: &str, config: SessionConfig) -> Result<Session
             "cluster address `{url}`: expected df://HOST:PORT"
         )));
     }
+    let config = if config
+        .options()
+        .extensions
+        .get::<BallistaConfig>()
+        .is_some()
+    {
+        config.ballista_restricted_configuration()
+    } else {
+        config
+    };
     let ctx = SessionContext::remote_with_state(url, cluster_state(config)?).await?;
     restore_tsjoin_functions(&ctx);
     Ok(ctx)

@@ -47,11 +47,14 @@ pub fn cluster_config(config: SessionConfig) -> SessionConfig {
             .extensions
             .insert(TsJoinOptions::default());
     }
-    // The newest-first scan reads row groups of every partition from one
-    // task: on a cluster each task would read them all (duplicated rows),
-    // so cluster sessions keep DataFusion's scan. (The partitioned mode of
-    // the temporal joins stays `auto`, i.e. broadcast, on a cluster: it
-    // does not finish over empty inputs there yet; docs/cluster.md.)
+    // The newest-first scan reads the row groups of every file group of its
+    // scan from its one partition, but does not ask for its input as one
+    // partition: Ballista gives the stage's single task partition 0 of the
+    // scan only, so it read the first file group alone (rows lost; seen
+    // with three files in two partitions). Cluster sessions keep
+    // DataFusion's scan until it does (docs/cluster.md). (The partitioned mode of the temporal
+    // joins stays `auto`, i.e. broadcast, on a cluster: it did not finish
+    // over empty inputs there.)
     if let Some(tsjoin) = config.options_mut().extensions.get_mut::<TsJoinOptions>() {
         tsjoin.newest_first_scan = false;
     }

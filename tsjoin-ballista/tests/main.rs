@@ -2,4 +2,5 @@
 //! (a scheduler and two executors on loopback ports).
 
 mod codec;
+mod newest_first;
 mod slt_on_cluster;

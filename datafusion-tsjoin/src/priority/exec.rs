@@ -10,9 +10,10 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{
     ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
+use datafusion::physical_plan::statistics::ChildStats;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties,
-    SendableRecordBatchStream,
+    SendableRecordBatchStream, Statistics, StatisticsArgs,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -110,6 +111,23 @@ impl ExecutionPlan for PriorityGateExec {
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        // A pass-through: the input's statistics. Hiding them made every
+        // gated input look unknown to the optimizers that size joins:
+        // Ballista then demoted a broadcast join of a small VALUES list to a
+        // partitioned one after planning, which changed the partitioning
+        // under a single-partition sort and lost rows.
+        Ok(Arc::clone(&input_stats[0]))
     }
 
     fn apply_expressions(

@@ -7,24 +7,26 @@ use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::physical_expr::{
-    EquivalenceProperties, OrderingRequirements, Partitioning,
+    Distribution, EquivalenceProperties, OrderingRequirements, Partitioning,
 };
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{
     BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet,
 };
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PhysicalExpr,
-    PlanProperties, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+    InputDistributionRequirements, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream,
 };
 use std::fmt;
 use std::sync::Arc;
 
 /// Emits the rows of its input that a [`TailRange`] selects, in input
-/// order, as one partition. The input's partitions are read one after the
-/// other, partition 0 first, so "input order" is partition order then row
-/// order. Buffers at most `keep_last` rows (or `drop_last` rows when
-/// `keep_last` is `None`), charged to the memory pool.
+/// order, as one partition. Requires its input as one partition (the
+/// optimizer merges a partitioned one, in order when it is ordered); should
+/// it get several, it reads them one after the other. Buffers at most
+/// `keep_last` rows (or `drop_last` rows when `keep_last` is `None`),
+/// charged to the memory pool.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -116,6 +118,18 @@ impl ExecutionPlan for TailExec {
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
         // Repartitioning would change which rows are last.
         vec![false]
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        // The tail is of the whole input, so the input must arrive as one
+        // partition: the optimizer then keeps (or adds) the merge that makes
+        // it one, also when it runs again (Ballista's scheduler and adaptive
+        // planner re-optimise), and Ballista gives the task the whole input
+        // rather than one partition's slice of it. Without it, a re-run of
+        // `EnsureRequirements` dropped the SortPreservingMergeExec under
+        // `LIMIT m, -n` (its order is met per partition) and a cluster task
+        // read one partition: wrong rows.
+        InputDistributionRequirements::new(vec![Distribution::SinglePartition])
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {

@@ -14,9 +14,12 @@
 //!     Aggregate: groupBy=[[sym]], aggr=[[count(*)]]
 //! ```
 //!
-//! "Input order" is the order the input's partitions are read in, partition
-//! 0 first: for a scan of files without a designated timestamp, the file
-//! order then the row order when the scan is not repartitioned.
+//! The tail asks for its input as one partition. An ordered input is merged
+//! in order; an unordered one read as several partitions (a GROUP BY, or
+//! files without a designated timestamp over several target partitions) is
+//! merged as the partitions deliver, so "input order" is file then row
+//! order only when the input is one partition (`target_partitions = 1`, or
+//! a single file).
 
 mod exec;
 mod logical;
