@@ -527,6 +527,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             let [input] = inputs else {
                 return internal_err!("TailExec needs one input");
             };
+            // `whole_input` only steers planning (the scheduler plans from
+            // the logical plan with its own settings); a decoded plan is
+            // already planned, so it does not travel.
             return Ok(Arc::new(TailExec::new(Arc::clone(input), range)));
         }
         let msg = WindowJoinExecProto::decode(tagged(buf)?)

@@ -89,6 +89,12 @@ extensions_options! {
         /// `auto` (the planner's choice; see `temporal::distribution`).
         /// Joins without keys are always broadcast.
         pub temporal_join_distribution: crate::window_join::DistributionSetting, default = crate::window_join::DistributionSetting::Auto
+        /// Plan for a distributed scheduler (Ballista), whose tasks see
+        /// only the input partitions they own: operators that would read
+        /// several input partitions themselves ask for one instead (QuestDB's
+        /// `LIMIT -n` over an unordered input then keeps all rows but not
+        /// the file order). Cluster sessions set it.
+        pub distributed: bool, default = false
     }
 }
 

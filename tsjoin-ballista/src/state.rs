@@ -57,6 +57,7 @@ pub fn cluster_config(config: SessionConfig) -> SessionConfig {
     // over empty inputs there.)
     if let Some(tsjoin) = config.options_mut().extensions.get_mut::<TsJoinOptions>() {
         tsjoin.newest_first_scan = false;
+        tsjoin.distributed = true;
     }
     config
 }

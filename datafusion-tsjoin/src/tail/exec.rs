@@ -22,9 +22,9 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Emits the rows of its input that a [`TailRange`] selects, in input
-/// order, as one partition. Requires its input as one partition (the
-/// optimizer merges a partitioned one, in order when it is ordered); should
-/// it get several, it reads them one after the other. Buffers at most
+/// order, as one partition. An ordered input is required as one partition
+/// (the optimizer merges it in order); an unordered one is read partition
+/// after partition, partition 0 first. Buffers at most
 /// `keep_last` rows (or `drop_last` rows when `keep_last` is `None`),
 /// charged to the memory pool.
 ///
@@ -47,6 +47,9 @@ use std::sync::Arc;
 pub struct TailExec {
     input: Arc<dyn ExecutionPlan>,
     range: TailRange,
+    /// Ask for an unordered input as one partition too (a distributed
+    /// scheduler's plan: see [`TailExec::with_whole_input`]).
+    whole_input: bool,
     cache: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -68,9 +71,26 @@ impl TailExec {
         Self {
             input,
             range,
+            whole_input: false,
             cache,
             metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// Also ask for an unordered input as one partition (the optimizer
+    /// merges it, interleaving the partitions as they deliver). A
+    /// distributed scheduler needs this: it gives a task only the input
+    /// partitions it owns, so a tail reading several partitions itself
+    /// would see one of them. Locally (off) the tail reads an unordered
+    /// input partition after partition, which keeps file order.
+    /// Planning sets it from `tsjoin.distributed`.
+    ///
+    /// ```ignore
+    /// let tail = TailExec::new(input, range).with_whole_input(true);
+    /// ```
+    pub fn with_whole_input(mut self, whole_input: bool) -> Self {
+        self.whole_input = whole_input;
+        self
     }
 
     /// The rows kept.
@@ -121,15 +141,22 @@ impl ExecutionPlan for TailExec {
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        // The tail is of the whole input, so the input must arrive as one
-        // partition: the optimizer then keeps (or adds) the merge that makes
-        // it one, also when it runs again (Ballista's scheduler and adaptive
-        // planner re-optimise), and Ballista gives the task the whole input
-        // rather than one partition's slice of it. Without it, a re-run of
-        // `EnsureRequirements` dropped the SortPreservingMergeExec under
-        // `LIMIT m, -n` (its order is met per partition) and a cluster task
-        // read one partition: wrong rows.
-        InputDistributionRequirements::new(vec![Distribution::SinglePartition])
+        // An ordered input must arrive as one partition: the optimizer then
+        // keeps (or adds) the merge that makes it one, also when it runs
+        // again (Ballista's scheduler and adaptive planner re-optimise).
+        // Without it, a re-run of `EnsureRequirements` dropped the
+        // SortPreservingMergeExec under `LIMIT m, -n` (its order is met per
+        // partition) and the tail read the sorted partitions one after the
+        // other: wrong rows. An unordered input keeps its partitions, which
+        // the tail reads in partition order, so "input order" over files
+        // without a designated timestamp stays file order, then row order
+        // (a merge would interleave them as they arrive).
+        let required = if self.whole_input || self.input.output_ordering().is_some() {
+            Distribution::SinglePartition
+        } else {
+            Distribution::UnspecifiedDistribution
+        };
+        InputDistributionRequirements::new(vec![required])
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -150,7 +177,10 @@ impl ExecutionPlan for TailExec {
         if children.len() != 1 {
             return internal_err!("TailExec expects one child");
         }
-        Ok(Arc::new(Self::new(children.swap_remove(0), self.range)))
+        Ok(Arc::new(
+            Self::new(children.swap_remove(0), self.range)
+                .with_whole_input(self.whole_input),
+        ))
     }
 
     fn execute(

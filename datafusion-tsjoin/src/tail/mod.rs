@@ -14,12 +14,11 @@
 //!     Aggregate: groupBy=[[sym]], aggr=[[count(*)]]
 //! ```
 //!
-//! The tail asks for its input as one partition. An ordered input is merged
-//! in order; an unordered one read as several partitions (a GROUP BY, or
-//! files without a designated timestamp over several target partitions) is
-//! merged as the partitions deliver, so "input order" is file then row
-//! order only when the input is one partition (`target_partitions = 1`, or
-//! a single file).
+//! An ordered input is asked for as one partition (merged in order, so a
+//! re-optimisation, as a distributed scheduler runs, cannot drop the merge).
+//! An unordered input's partitions are read one after the other, partition 0
+//! first: for a scan of files without a designated timestamp, "input order"
+//! is the file order then the row order.
 
 mod exec;
 mod logical;

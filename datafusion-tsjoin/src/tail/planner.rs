@@ -29,15 +29,20 @@ impl ExtensionPlanner for TailPlanner {
         node: &dyn UserDefinedLogicalNode,
         _logical_inputs: &[&LogicalPlan],
         physical_inputs: &[Arc<dyn ExecutionPlan>],
-        _session: &dyn Session,
+        session: &dyn Session,
         _planning_ctx: &PhysicalPlanningContext,
     ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
         let Some(node) = node.as_any().downcast_ref::<TailNode>() else {
             return Ok(None);
         };
-        Ok(Some(Arc::new(TailExec::new(
-            Arc::clone(&physical_inputs[0]),
-            node.range(),
-        ))))
+        let distributed = session
+            .config_options()
+            .extensions
+            .get::<crate::TsJoinOptions>()
+            .is_some_and(|o| o.distributed);
+        Ok(Some(Arc::new(
+            TailExec::new(Arc::clone(&physical_inputs[0]), node.range())
+                .with_whole_input(distributed),
+        )))
     }
 }
