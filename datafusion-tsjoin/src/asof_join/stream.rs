@@ -6,7 +6,8 @@
 use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use crate::temporal::{
-    BuiltTimeline, Found, MergeCursor, array_is_non_decreasing, key_arrays, tick_array,
+    BuiltTimeline, Found, MergeCursor, SharedBuild, array_is_non_decreasing, key_arrays,
+    tick_array,
 };
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, UInt32Array,
@@ -22,19 +23,9 @@ use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::OnceCell;
 
 /// Per-execution state shared by the partitions of one operator instance.
-#[derive(Default)]
-pub(super) struct SharedState {
-    built: OnceCell<Arc<BuiltTimeline>>,
-}
-
-impl std::fmt::Debug for SharedState {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("SharedState")
-    }
-}
+pub(super) type SharedState = SharedBuild<BuiltTimeline>;
 
 /// Everything one left partition's stream needs.
 pub(super) struct StreamArgs {
@@ -87,14 +78,8 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
     let output = metrics.baseline.clone();
     let stream = stream::once(async move {
         let built = shared
-            .built
-            .get_or_try_init(|| async {
-                Ok::<_, DataFusionError>(Arc::new(
-                    build(right, &spec, context, &metrics).await?,
-                ))
-            })
-            .await?
-            .clone();
+            .get_or_build(|| build(right, &spec, context, &metrics))
+            .await?;
         let mut joiner = Joiner {
             cursor: MergeCursor::new(&built.timeline, spec.matching.strict),
             built,

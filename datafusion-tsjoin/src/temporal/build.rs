@@ -12,6 +12,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr};
 use futures::{StreamExt, TryStreamExt};
 use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
 
 /// A right side, built once per execution, with the memory it holds.
 ///
@@ -135,4 +136,47 @@ where
         batches.extend(part);
     }
     Ok(batches)
+}
+
+/// What the partitions of one temporal join execution share: the right
+/// side `T`, built once by whichever partition asks first (the others wait
+/// for it). A new operator instance (`reset_state`, new children) starts
+/// with an empty one.
+///
+/// ```ignore
+/// let built = shared.get_or_build(|| BuiltTimeline::build(name, right, &keys, &ts, 1, ctx)).await?;
+/// ```
+pub(crate) struct SharedBuild<T> {
+    built: OnceCell<Arc<T>>,
+}
+
+impl<T> Default for SharedBuild<T> {
+    fn default() -> Self {
+        Self {
+            built: OnceCell::new(),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for SharedBuild<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("SharedState")
+    }
+}
+
+impl<T> SharedBuild<T> {
+    /// The built right side, running `build` if no partition has yet.
+    pub(crate) async fn get_or_build<F, Fut>(&self, build: F) -> Result<Arc<T>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let built = self
+            .built
+            .get_or_try_init(|| async {
+                Ok::<_, DataFusionError>(Arc::new(build().await?))
+            })
+            .await?;
+        Ok(Arc::clone(built))
+    }
 }

@@ -19,7 +19,7 @@ mod plan;
 mod time;
 mod timeline;
 
-pub(crate) use build::{BuiltTimeline, drain_partitions};
+pub(crate) use build::{BuiltTimeline, SharedBuild, drain_partitions};
 pub(crate) use cursor::{Found, MergeCursor};
 pub use distribution::{DistributionSetting, JoinDistribution};
 pub(crate) use distribution::{KeyedRight, TemporalDistribution};
