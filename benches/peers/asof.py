@@ -12,23 +12,14 @@ import argparse
 import json
 import os
 import sys
-import time
 
-from common import duckdb_connection, emit
+from common import duckdb_connection, emit, optional_import, timed
 
 
 def answer(row):
     n, matched, sb, sa = row
     return ["|".join(str(v) for v in (int(n), int(matched), float(sb or 0.0), float(sa or 0.0)))]
 
-
-def timed(runs, fn):
-    times, ans = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        ans = fn()
-        times.append(time.perf_counter() - t)
-    return times, ans
 
 
 def run_duckdb(args):
@@ -50,10 +41,8 @@ def run_duckdb(args):
 
 
 def run_chdb(args):
-    try:
-        import chdb
-    except ImportError:
-        emit(note="chdb not installed (pip install chdb)")
+    chdb = optional_import("chdb")
+    if chdb is None:
         return
     sql = f"""
       SELECT count(), count(p.bid), sum(p.bid), sum(p.ask)
@@ -73,10 +62,8 @@ def run_chdb(args):
 
 
 def run_polars(args):
-    try:
-        import polars as pl
-    except ImportError:
-        emit(note="polars not installed (pip install polars)")
+    pl = optional_import("polars")
+    if pl is None:
         return
 
     def q():

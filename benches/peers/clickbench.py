@@ -13,7 +13,7 @@ import os
 import pathlib
 import time
 
-from common import duckdb_connection, emit, fetch_arrow
+from common import chdb_session, duckdb_connection, emit, fetch_arrow
 
 QUERIES = (pathlib.Path(__file__).resolve().parents[1] / "clickbench" / "queries.sql").read_text().splitlines()
 QUERIES = [q.strip() for q in QUERIES if q.strip()]
@@ -57,14 +57,10 @@ def duckdb_peer(args, files):
 
 
 def chdb_peer(args, files):
-    try:
-        import chdb
-        from chdb import session as chs
-    except ImportError:
-        emit(note="chdb not installed (pip install chdb)")
+    got = chdb_session(args.threads)
+    if got is None:
         return
-    sess = chs.Session()
-    sess.query(f"SET max_threads = {args.threads}")
+    chdb, sess = got
     sess.query(
         f"CREATE VIEW hits AS SELECT * REPLACE (toDate(\"EventDate\") AS \"EventDate\") FROM file('{files}', Parquet)"
     )

@@ -12,9 +12,8 @@ import argparse
 import json
 import os
 import sys
-import time
 
-from common import duckdb_connection, emit, fetch_arrow
+from common import duckdb_connection, emit, fetch_arrow, optional_import, timed
 
 
 def checksum(columns, rows):
@@ -29,14 +28,6 @@ def checksum(columns, rows):
             parts.append(str(int(sum(vals))))
     return "|".join(parts)
 
-
-def timed(runs, fn):
-    times, out = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return times, out
 
 
 def run_duckdb(cells, args):
@@ -55,10 +46,8 @@ def run_duckdb(cells, args):
 
 
 def run_polars(cells, args):
-    try:
-        import polars as pl
-    except ImportError:
-        emit(note="polars not installed (pip install polars)")
+    pl = optional_import("polars")
+    if pl is None:
         return
     for i, c in enumerate(cells):
         aggs = []

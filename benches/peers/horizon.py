@@ -16,23 +16,14 @@ Prints one JSON object per line: {"engine", "query", "times", "answer"} or
 """
 import argparse
 import json
-import time
 import warnings
 
-from common import duckdb_connection, emit, fetch_arrow
+from common import duckdb_connection, emit, optional_import, timed
 
 
 def norm(rows):
     return [f"{int(o)}|{m:.6f}" if m is not None else f"{int(o)}|NULL" for o, m in rows]
 
-
-def timed(runs, fn):
-    times, answer = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        answer = fn()
-        times.append(time.perf_counter() - t)
-    return times, answer
 
 
 def run_duckdb(args, shapes):
@@ -60,10 +51,8 @@ def run_duckdb(args, shapes):
 
 
 def run_chdb(args, shapes):
-    try:
-        import chdb
-    except ImportError:
-        emit(note="chdb not installed (pip install chdb)")
+    chdb = optional_import("chdb")
+    if chdb is None:
         return
     trades = f"file('{args.data}/trades/*.parquet', Parquet)"
     prices = f"file('{args.data}/prices/*.parquet', Parquet)"
@@ -89,10 +78,8 @@ def run_chdb(args, shapes):
 
 
 def run_polars(args, shapes):
-    try:
-        import polars as pl
-    except ImportError:
-        emit(note="polars not installed (pip install polars)")
+    pl = optional_import("polars")
+    if pl is None:
         return
     for name, offsets in shapes.items():
         def q():

@@ -13,9 +13,8 @@ import argparse
 import datetime
 import decimal
 import json
-import time
 
-from common import duckdb_connection, emit, fetch_arrow
+from common import chdb_session, duckdb_connection, emit, fetch_arrow, timed
 
 
 def cell(v):
@@ -37,14 +36,6 @@ def norm(table):
     return ["|".join(cell(c[i]) for c in cols) for i in range(table.num_rows)]
 
 
-def timed(runs, fn):
-    times, answer = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        answer = fn()
-        times.append(time.perf_counter() - t)
-    return times, answer
-
 
 def run_duckdb(args, queries):
     got = duckdb_connection(args.threads)
@@ -63,14 +54,10 @@ def run_duckdb(args, queries):
 
 
 def run_chdb(args, queries):
-    try:
-        import chdb
-        from chdb import session as chs
-    except ImportError:
-        emit(note="chdb not installed (pip install chdb)")
+    got = chdb_session(args.threads)
+    if got is None:
         return
-    sess = chs.Session()
-    sess.query(f"SET max_threads = {args.threads}")
+    chdb, sess = got
     sess.query("SET session_timezone = 'UTC'")
     for t in ("readings", "diagnostics"):
         sess.query(f"CREATE VIEW {t} AS SELECT * FROM file('{args.data}/{t}/*.parquet', Parquet)")

@@ -10,9 +10,8 @@ import argparse
 import json
 import os
 import sys
-import time
 
-from common import duckdb_connection, emit
+from common import duckdb_connection, emit, optional_import, timed
 
 
 def norm(rows):
@@ -29,14 +28,6 @@ def norm(rows):
         out.append("|".join(cells))
     return out
 
-
-def timed(runs, fn):
-    times, answer = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        answer = fn()
-        times.append(time.perf_counter() - t)
-    return times, answer
 
 
 AGGS = "avg(bid) {w} AS avg_bid, avg(ask) {w} AS avg_ask, min(bid) {w} AS min_bid, max(bid) {w} AS max_bid, min(ask) {w} AS min_ask, max(ask) {w} AS max_ask"
@@ -77,10 +68,8 @@ def run_duckdb(args):
 
 
 def run_chdb(args):
-    try:
-        import chdb
-    except ImportError:
-        emit(note="chdb not installed (pip install chdb)")
+    chdb = optional_import("chdb")
+    if chdb is None:
         return
     trades = f"file('{args.data}/trades/*.parquet', Parquet)"
     prices = f"file('{args.data}/prices/*.parquet', Parquet)"
@@ -105,10 +94,8 @@ def run_chdb(args):
 
 
 def run_polars(args):
-    try:
-        import polars as pl
-    except ImportError:
-        emit(note="polars not installed (pip install polars)")
+    pl = optional_import("polars")
+    if pl is None:
         return
 
     def q():

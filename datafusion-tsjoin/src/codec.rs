@@ -778,3 +778,36 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
             .map_err(|e| internal_datafusion_err!("{}", e))
     }
 }
+
+/// Appends a tsjoin operator's prost message `msg` (its fields, after the
+/// tag) to `buf`.
+///
+/// ```ignore
+/// buf.push(NEWEST_FIRST_TAG);
+/// encode_message(&msg, buf)?;
+/// ```
+pub(crate) fn encode_message(msg: &impl Message, buf: &mut Vec<u8>) -> Result<()> {
+    msg.encode(buf).map_err(proto_err)
+}
+
+/// Decodes a tsjoin operator's prost message `M` (its fields, after the tag).
+pub(crate) fn decode_message<M: Message + Default>(buf: &[u8]) -> Result<M> {
+    M::decode(buf).map_err(proto_err)
+}
+
+/// What decoding a one-input tsjoin operator named `name` starts with: its
+/// only input (`{name} needs one input` otherwise), then its message `M`.
+///
+/// ```ignore
+/// let (msg, input) = decode_one_input::<NewestFirstProto>("NewestFirstTopKExec", buf, inputs)?;
+/// ```
+pub(crate) fn decode_one_input<'a, M: Message + Default>(
+    name: &str,
+    buf: &[u8],
+    inputs: &'a [Arc<dyn ExecutionPlan>],
+) -> Result<(M, &'a Arc<dyn ExecutionPlan>)> {
+    let [input] = inputs else {
+        return internal_err!("{name} needs one input");
+    };
+    Ok((decode_message(buf)?, input))
+}

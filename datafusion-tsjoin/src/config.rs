@@ -143,3 +143,19 @@ pub fn registry(ctx: &SessionContext) -> Result<Arc<TimestampRegistry>> {
             plan_datafusion_err!("tsjoin is not enabled on this SessionContext")
         })
 }
+
+/// Whether the tsjoin setting `flag` reads is on in `config`: what gates a
+/// tsjoin physical rule. A session without tsjoin options runs with the
+/// defaults, under which every rule is on.
+///
+/// ```ignore
+/// if !rule_enabled(config, |o| o.newest_first_scan) {
+///     return Ok(plan);
+/// }
+/// ```
+pub(crate) fn rule_enabled(
+    config: &datafusion::common::config::ConfigOptions,
+    flag: impl FnOnce(&TsJoinOptions) -> bool,
+) -> bool {
+    config.extensions.get::<TsJoinOptions>().is_none_or(flag)
+}

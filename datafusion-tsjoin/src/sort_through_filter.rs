@@ -53,10 +53,7 @@ impl PhysicalOptimizerRule for SortThroughFilter {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let on = config
-            .extensions
-            .get::<crate::TsJoinOptions>()
-            .is_none_or(|o| o.sort_through_filter);
+        let on = crate::config::rule_enabled(config, |o| o.sort_through_filter);
         if !config.optimizer.enable_sort_pushdown || !on {
             return Ok(plan);
         }

@@ -1,6 +1,9 @@
 //! EXPLAIN output and the datafusion-proto round trip of WINDOW JOIN plans.
 
-use crate::support::{code_rows, context, physical_plan};
+use crate::support::{
+    code_rows, context, logical_round_trip, operator_line, physical_plan,
+    physical_round_trip,
+};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::SessionContext;
@@ -77,7 +80,7 @@ async fn settings_choose_the_path() {
         "{text}"
     );
     let streaming = physical_plan(&ctx, sql).await;
-    let back = round_trip(&streaming, &ctx);
+    let back = physical_round_trip(&streaming, &ctx);
     assert!(
         displayable(back.as_ref())
             .indent(true)
@@ -88,7 +91,7 @@ async fn settings_choose_the_path() {
         .await
         .unwrap();
     let index = physical_plan(&ctx, sql).await;
-    let back = round_trip(&index, &ctx);
+    let back = physical_round_trip(&index, &ctx);
     assert!(
         displayable(back.as_ref())
             .indent(true)
@@ -158,34 +161,15 @@ const ROUND_TRIP_SQL: &str = "SELECT t.ts, t.sym, count(*), avg(p.v), min(p.v), 
 
 #[tokio::test]
 async fn physical_plan_round_trips_through_proto() {
-    use datafusion_proto::bytes::{
-        physical_plan_from_bytes_with_extension_codec,
-        physical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
     let df = ctx.tsjoin_sql(ROUND_TRIP_SQL).await.unwrap();
     let plan = df.create_physical_plan().await.unwrap();
-    let bytes =
-        physical_plan_to_bytes_with_extension_codec(plan.clone(), &TsJoinPhysicalCodec)
-            .unwrap();
-    let back = physical_plan_from_bytes_with_extension_codec(
-        &bytes,
-        &ctx.task_ctx(),
-        &TsJoinPhysicalCodec,
-    )
-    .unwrap();
+    let back = physical_round_trip(&plan, &ctx);
     // DataFusion's own scan nodes drop a display-only hint in proto form,
     // so compare the WINDOW JOIN lines.
-    let join_line = |p: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
-        let text = displayable(p.as_ref()).indent(true).to_string();
-        text.lines()
-            .find(|l| l.contains("WindowJoinExec"))
-            .unwrap()
-            .to_string()
-    };
+    let join_line = |p| operator_line(p, "WindowJoinExec");
     assert_eq!(join_line(&plan), join_line(&back));
     let a = datafusion::physical_plan::collect(plan, ctx.task_ctx())
         .await
@@ -204,11 +188,6 @@ async fn physical_plan_round_trips_through_proto() {
 
 #[tokio::test]
 async fn logical_plan_round_trips_through_proto() {
-    use datafusion_proto::bytes::{
-        logical_plan_from_bytes_with_extension_codec,
-        logical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::TsJoinLogicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
@@ -218,14 +197,7 @@ async fn logical_plan_round_trips_through_proto() {
         .unwrap()
         .into_optimized_plan()
         .unwrap();
-    let bytes =
-        logical_plan_to_bytes_with_extension_codec(&plan, &TsJoinLogicalCodec).unwrap();
-    let back = logical_plan_from_bytes_with_extension_codec(
-        &bytes,
-        &ctx.task_ctx(),
-        &TsJoinLogicalCodec,
-    )
-    .unwrap();
+    let back = logical_round_trip(&plan, &ctx);
     assert_eq!(
         plan.display_indent().to_string(),
         back.display_indent().to_string()
@@ -282,29 +254,6 @@ async fn where_on_left_columns_runs_below_the_join() {
     assert!(!lines[..join].iter().any(|l| l.contains("> 15")), "{text}");
 }
 
-/// `plan` encoded with tsjoin's codec and decoded in `ctx`.
-fn round_trip(
-    plan: &Arc<dyn ExecutionPlan>,
-    ctx: &SessionContext,
-) -> Arc<dyn ExecutionPlan> {
-    use datafusion_proto::bytes::{
-        physical_plan_from_bytes_with_extension_codec,
-        physical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
-    let bytes = physical_plan_to_bytes_with_extension_codec(
-        Arc::clone(plan),
-        &TsJoinPhysicalCodec,
-    )
-    .unwrap();
-    physical_plan_from_bytes_with_extension_codec(
-        &bytes,
-        &ctx.task_ctx(),
-        &TsJoinPhysicalCodec,
-    )
-    .unwrap()
-}
-
 /// The answer of `plan` run in `ctx`, as a table, and its row count.
 async fn answer(plan: &Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> (String, usize) {
     let batches = collect(Arc::clone(plan), ctx.task_ctx()).await.unwrap();
@@ -332,7 +281,7 @@ async fn inline_aggregate_round_trips_through_proto() {
         .create_physical_plan()
         .await
         .unwrap();
-    let back = round_trip(&plan, &ctx);
+    let back = physical_round_trip(&plan, &ctx);
     let agg_line = |p: &Arc<dyn ExecutionPlan>| {
         let text = displayable(p.as_ref()).indent(true).to_string();
         text.lines()
@@ -358,7 +307,7 @@ async fn dictionary_scan_survives_the_round_trip() {
     // dictionary entry for the scan.)
     let sql = "SELECT sym, i, count(*) FROM p GROUP BY sym, i ORDER BY sym, i";
     let plan = physical_plan(&ctx, sql).await;
-    let back = round_trip(&plan, &ctx);
+    let back = physical_round_trip(&plan, &ctx);
     let text = displayable(back.as_ref()).indent(true).to_string();
     assert!(text.contains("scan=parquet codes"), "{text}");
     assert_eq!(answer(&plan, &ctx).await.0, answer(&back, &ctx).await.0);
@@ -370,11 +319,6 @@ async fn dictionary_scan_survives_the_round_trip() {
 /// TailExec; it crosses the wire in both plan forms with its range.
 #[tokio::test]
 async fn tail_round_trips_through_proto() {
-    use datafusion_proto::bytes::{
-        logical_plan_from_bytes_with_extension_codec,
-        logical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::TsJoinLogicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
@@ -386,19 +330,11 @@ async fn tail_round_trips_through_proto() {
         let plan = df.clone().create_physical_plan().await.unwrap();
         let text = displayable(plan.as_ref()).indent(true).to_string();
         assert!(text.contains("TailExec: rows"), "{text}");
-        let back = round_trip(&plan, &ctx);
+        let back = physical_round_trip(&plan, &ctx);
         assert_eq!(text, displayable(back.as_ref()).indent(true).to_string());
         assert_eq!(answer(&plan, &ctx).await, answer(&back, &ctx).await);
         let logical = df.into_optimized_plan().unwrap();
-        let bytes =
-            logical_plan_to_bytes_with_extension_codec(&logical, &TsJoinLogicalCodec)
-                .unwrap();
-        let back = logical_plan_from_bytes_with_extension_codec(
-            &bytes,
-            &ctx.task_ctx(),
-            &TsJoinLogicalCodec,
-        )
-        .unwrap();
+        let back = logical_round_trip(&logical, &ctx);
         assert_eq!(
             logical.display_indent().to_string(),
             back.display_indent().to_string()

@@ -4,12 +4,12 @@
 //! predicates, 1–4 partitions, random batch sizes); which plans it takes;
 //! the codec round trip.
 
-use crate::support::{cells, context};
+use crate::support::{cells, contains_operator, context, physical_proto, register_dir};
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
-use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
+use datafusion::physical_plan::{collect, displayable};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
 use rand::rngs::StdRng;
@@ -50,10 +50,6 @@ fn write_file(path: &std::path::Path, rng: &mut StdRng, rows: usize) {
     let mut w = ArrowWriter::try_new(file, schema, Some(props)).unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
-}
-
-fn contains(plan: &Arc<dyn ExecutionPlan>, name: &str) -> bool {
-    plan.name() == name || plan.children().into_iter().any(|c| contains(c, name))
 }
 
 /// Whether two cells agree: equal text, or numbers within 1e-9 relative
@@ -141,7 +137,7 @@ async fn filter_aggregate_matches_datafusion() {
                 let sql =
                     format!("SELECT {aggregates} FROM t WHERE {}", filter.join(" AND "));
                 let plan = crate::support::physical_plan(&tsjoin, &sql).await;
-                ours += usize::from(contains(&plan, "FilterAggregateExec"));
+                ours += usize::from(contains_operator(&plan, "FilterAggregateExec"));
                 let got = cells(&collect(plan, tsjoin.task_ctx()).await.unwrap());
                 let want =
                     cells(&plain.sql(&sql).await.unwrap().collect().await.unwrap());
@@ -169,13 +165,7 @@ async fn filter_aggregate_plans() {
     let mut rng = StdRng::seed_from_u64(3);
     write_file(&dir.path().join("a.parquet"), &mut rng, 100);
     let ctx = context(2);
-    ctx.register_parquet(
-        "t",
-        &format!("{}/", dir.path().display()),
-        Default::default(),
-    )
-    .await
-    .unwrap();
+    register_dir(&ctx, "t", dir.path()).await;
     for (sql, fused) in [
         ("SELECT count(*) FROM t WHERE a > 1.0 AND b < 3", true),
         ("SELECT count(*), max(c) FROM t WHERE 2 >= b", true),
@@ -198,45 +188,25 @@ async fn filter_aggregate_plans() {
         .unwrap();
     let plan =
         crate::support::physical_plan(&ctx, "SELECT count(*) FROM t WHERE a > 1.0").await;
-    assert!(!contains(&plan, "FilterAggregateExec"));
+    assert!(!contains_operator(&plan, "FilterAggregateExec"));
 }
 
 /// The operator crosses the wire (tag 0xB7) and answers the same after.
 #[tokio::test]
 async fn filter_aggregate_round_trips_through_proto() {
-    use datafusion_proto::bytes::{
-        physical_plan_from_bytes_with_extension_codec,
-        physical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::{FILTER_AGGREGATE_TAG, TsJoinPhysicalCodec};
+    use datafusion_tsjoin::codec::FILTER_AGGREGATE_TAG;
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(5);
     write_file(&dir.path().join("a.parquet"), &mut rng, 500);
     let ctx = context(2);
-    ctx.register_parquet(
-        "t",
-        &format!("{}/", dir.path().display()),
-        Default::default(),
-    )
-    .await
-    .unwrap();
+    register_dir(&ctx, "t", dir.path()).await;
     let sql = "SELECT count(*), sum(a), min(b), max(c), count(c) FROM t \
                WHERE a > -5.0 AND b <> 3 AND 10.0 > c";
     let plan = crate::support::physical_plan(&ctx, sql).await;
     let text = displayable(plan.as_ref()).indent(true).to_string();
     assert!(text.contains("FilterAggregateExec"), "{text}");
-    let bytes = physical_plan_to_bytes_with_extension_codec(
-        Arc::clone(&plan),
-        &TsJoinPhysicalCodec,
-    )
-    .unwrap();
+    let (bytes, back) = physical_proto(&plan, &ctx);
     assert!(bytes.contains(&FILTER_AGGREGATE_TAG));
-    let back = physical_plan_from_bytes_with_extension_codec(
-        &bytes,
-        &ctx.task_ctx(),
-        &TsJoinPhysicalCodec,
-    )
-    .unwrap();
     assert_eq!(text, displayable(back.as_ref()).indent(true).to_string());
     let a = cells(&collect(plan, ctx.task_ctx()).await.unwrap());
     let b = cells(&collect(back, ctx.task_ctx()).await.unwrap());

@@ -223,19 +223,7 @@ async fn nan_is_the_largest_float() {
 
 #[tokio::test]
 async fn over_budget_is_a_clear_error() {
-    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-    use datafusion::prelude::SessionConfig;
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(64 * 1024, 1.0)
-        .build_arc()
-        .unwrap();
-    let state = datafusion::execution::SessionStateBuilder::new()
-        .with_config(SessionConfig::new().with_target_partitions(2))
-        .with_runtime_env(runtime)
-        .with_default_features();
-    let state =
-        datafusion_tsjoin::TsJoinSessionStateBuilderExt::with_tsjoin(state).build();
-    let ctx = SessionContext::new_with_state(state);
+    let ctx = crate::support::limited_context(64 * 1024, 2);
     let n = 200_000;
     let batch = RecordBatch::try_new(
         Arc::new(Schema::new(vec![

@@ -3,14 +3,13 @@
 //! the memory limit.
 
 use crate::support::{
-    case_count, cells, context, explained_plan, physical_plan, query_rows,
+    assert_round_trips, case_count, cells, context, explained_plan, parquet_copies,
+    query_rows,
 };
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::physical_plan::{collect, displayable};
+use datafusion::physical_plan::collect;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
 use datafusion_tsjoin::testing::verify::{Kind, run};
-use std::sync::Arc;
 
 /// Hundreds of random cases (TSJOIN_HORIZON_CASES) of
 /// `testing::verify`'s HORIZON JOIN kind against the nested-loop reference
@@ -76,27 +75,10 @@ async fn explain_shows_keys_offsets_and_path() {
 
 #[tokio::test]
 async fn plans_round_trip_through_proto() {
-    use datafusion_proto::bytes::{
-        logical_plan_from_bytes_with_extension_codec,
-        logical_plan_to_bytes_with_extension_codec,
-        physical_plan_from_bytes_with_extension_codec,
-        physical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::{TsJoinLogicalCodec, TsJoinPhysicalCodec};
     let ctx = context(2);
     tables(&ctx).await;
-    // Parquet tables: the logical codec cannot carry in-memory tables.
     let dir = tempfile::tempdir().unwrap();
-    for name in ["t", "p"] {
-        let path = dir.path().join(format!("{name}.parquet"));
-        let path = path.display();
-        ctx.tsjoin_sql(&format!(
-            "COPY {name} TO '{path}'; \
-             CREATE EXTERNAL TABLE {name}q STORED AS PARQUET LOCATION '{path}'"
-        ))
-        .await
-        .unwrap();
-    }
+    parquet_copies(&ctx, &["t", "p"], dir.path()).await;
     for sql in [
         "SELECT h.offset, avg(p.mid - t.price) FROM tq t HORIZON JOIN pq p ON t.sym = p.sym \
          AND t.price > 5 LIST (-1m, 0, 30s) AS h ORDER BY h.offset",
@@ -105,48 +87,7 @@ async fn plans_round_trip_through_proto() {
          ORDER BY t.sym, h.offset",
     ] {
         let want = query_rows(&ctx, sql).await;
-        let logical = ctx
-            .tsjoin_sql(sql)
-            .await
-            .unwrap()
-            .into_optimized_plan()
-            .unwrap();
-        let bytes =
-            logical_plan_to_bytes_with_extension_codec(&logical, &TsJoinLogicalCodec)
-                .unwrap();
-        let back = logical_plan_from_bytes_with_extension_codec(
-            &bytes,
-            &ctx.task_ctx(),
-            &TsJoinLogicalCodec,
-        )
-        .unwrap();
-        assert_eq!(
-            format!("{}", back.display_indent()),
-            format!("{}", logical.display_indent())
-        );
-        let plan = physical_plan(&ctx, sql).await;
-        let bytes = physical_plan_to_bytes_with_extension_codec(
-            Arc::clone(&plan),
-            &TsJoinPhysicalCodec,
-        )
-        .unwrap();
-        let back = physical_plan_from_bytes_with_extension_codec(
-            &bytes,
-            &ctx.task_ctx(),
-            &TsJoinPhysicalCodec,
-        )
-        .unwrap();
-        let shown = |p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
-            displayable(p.as_ref()).indent(true).to_string()
-        };
-        let operator = |p| {
-            shown(p)
-                .lines()
-                .find(|l: &&str| l.contains("HorizonJoinExec"))
-                .unwrap()
-                .to_string()
-        };
-        assert_eq!(operator(&back), operator(&plan));
+        let back = assert_round_trips(&ctx, sql, "HorizonJoinExec").await;
         let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
         assert_eq!(got, want);
     }
@@ -154,16 +95,7 @@ async fn plans_round_trip_through_proto() {
 
 #[tokio::test]
 async fn over_the_memory_limit_is_a_clear_error() {
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(64 * 1024, 1.0)
-        .build_arc()
-        .unwrap();
-    let state = datafusion::execution::SessionStateBuilder::new()
-        .with_config(SessionConfig::new())
-        .with_runtime_env(runtime)
-        .with_default_features();
-    use datafusion_tsjoin::TsJoinSessionStateBuilderExt;
-    let ctx = SessionContext::new_with_state(state.with_tsjoin().build());
+    let ctx = crate::support::limited_context_with(64 * 1024, SessionConfig::new());
     ctx.tsjoin_sql(
         "CREATE TABLE big AS SELECT to_timestamp_micros(value) AS ts, value % 7 AS k, \
          value AS v FROM generate_series(1, 200000)",

@@ -6,32 +6,15 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::streaming::StreamingTable;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::{
-    SendableRecordBatchStream, SessionStateBuilder, TaskContext,
-};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
-use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_tsjoin::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
+use datafusion::prelude::SessionContext;
+use datafusion_tsjoin::TsJoinContextExt;
 use futures::StreamExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-fn limited_context(bytes: usize) -> SessionContext {
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(bytes, 1.0)
-        .build()
-        .unwrap();
-    let state = SessionStateBuilder::new()
-        .with_config(SessionConfig::new().with_target_partitions(2))
-        .with_runtime_env(Arc::new(runtime))
-        .with_default_features()
-        .with_tsjoin()
-        .build();
-    SessionContext::new_with_state(state)
-}
 
 async fn big_tables(ctx: &SessionContext, rows: i64) {
     for (name, mult) in [("t", 3), ("p", 1)] {
@@ -49,7 +32,7 @@ const QUERY: &str = "SELECT t.ts, count(*), avg(p.v) FROM t WINDOW JOIN p ON p.k
 
 #[tokio::test]
 async fn over_budget_is_a_clear_error() {
-    let ctx = limited_context(256 * 1024);
+    let ctx = crate::support::limited_context(256 * 1024, 2);
     big_tables(&ctx, 200_000).await;
     let err = ctx
         .tsjoin_sql(QUERY)
@@ -246,7 +229,7 @@ async fn dropping_stops(
 /// the right index is being built.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_stream_stops_the_window_join() {
-    let ctx = limited_context(usize::MAX / 2);
+    let ctx = crate::support::limited_context(usize::MAX / 2, 2);
     big_tables(&ctx, 10_000).await;
     let counts = register_endless(&ctx, "endless", 2);
     let sql = "SELECT e.ts, count(*), avg(p.v) FROM endless e WINDOW JOIN p ON p.k = e.k \
@@ -262,7 +245,7 @@ async fn dropping_the_stream_stops_the_window_join() {
 /// endless input.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_stream_stops_the_inline_aggregate() {
-    let ctx = limited_context(usize::MAX / 2);
+    let ctx = crate::support::limited_context(usize::MAX / 2, 2);
     let counts = register_endless(&ctx, "endless", 2);
     let sql = "SELECT k, count(*), sum(v) FROM endless GROUP BY k";
     let plan = physical_plan(&ctx, sql).await;
@@ -304,7 +287,7 @@ async fn dropping_the_stream_stops_every_kind_of_query() {
         ),
     ];
     for (sql, streams, limit) in queries {
-        let ctx = limited_context(limit);
+        let ctx = crate::support::limited_context(limit, 2);
         big_tables(&ctx, 1_000).await;
         let counts = register_endless(&ctx, "endless", 2);
         dropping_stops(&ctx, &counts, sql, streams).await;
@@ -327,7 +310,7 @@ async fn dropping_the_stream_stops_asof_horizon_and_percentile() {
         "SELECT k, approx_percentile(v, 0.99, 3), approx_median(v) FROM endless GROUP BY k",
     ];
     for sql in queries {
-        let ctx = limited_context(usize::MAX / 2);
+        let ctx = crate::support::limited_context(usize::MAX / 2, 2);
         big_tables(&ctx, 1_000).await;
         let counts = register_endless(&ctx, "endless", 2);
         dropping_stops(&ctx, &counts, sql, false).await;

@@ -2,29 +2,12 @@
 //! handing over to DataFusion's spilling operators) or the error is a clear
 //! `Resources exhausted` naming the operator; the process stays alive.
 
+use crate::support::limited_context as limited;
 use crate::support::{cells, explained_plan, physical_plan};
-use datafusion::execution::SessionStateBuilder;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_plan::{ExecutionPlan, collect};
-use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_tsjoin::{TsJoinContextExt, TsJoinSessionStateBuilderExt};
+use datafusion::prelude::SessionContext;
+use datafusion_tsjoin::TsJoinContextExt;
 use std::sync::Arc;
-
-/// A tsjoin session with `partitions` target partitions and a memory limit
-/// of `bytes`.
-pub fn limited(bytes: usize, partitions: usize) -> SessionContext {
-    let runtime = RuntimeEnvBuilder::new()
-        .with_memory_limit(bytes, 1.0)
-        .build()
-        .unwrap();
-    let state = SessionStateBuilder::new()
-        .with_config(SessionConfig::new().with_target_partitions(partitions))
-        .with_runtime_env(Arc::new(runtime))
-        .with_default_features()
-        .with_tsjoin()
-        .build();
-    SessionContext::new_with_state(state)
-}
 
 async fn sorted_rows(
     ctx: &SessionContext,

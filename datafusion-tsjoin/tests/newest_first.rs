@@ -5,7 +5,7 @@
 //! NULL and NaN values, NULL keys), 1–3 partitions; the early stop; the
 //! codec round trip.
 
-use crate::support::{cells, context};
+use crate::support::{cells, contains_operator, context, physical_proto, register_dir};
 use datafusion::arrow::array::{
     Float64Array, Int64Array, RecordBatch, TimestampMicrosecondArray,
 };
@@ -53,10 +53,6 @@ fn write_file(path: &std::path::Path, rows: &[Row], row_group: usize) {
     let mut w = ArrowWriter::try_new(file, schema, Some(props)).unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
-}
-
-fn contains(plan: &Arc<dyn ExecutionPlan>, name: &str) -> bool {
-    plan.name() == name || plan.children().into_iter().any(|c| contains(c, name))
 }
 
 /// A metric of the plan's `NewestFirstTopKExec`.
@@ -145,7 +141,7 @@ async fn newest_first_matches_datafusion() {
                      LIMIT {limit}{offset}"
                 );
                 let plan = crate::support::physical_plan(&tsjoin, &sql).await;
-                ours += usize::from(contains(&plan, "NewestFirstTopKExec"));
+                ours += usize::from(contains_operator(&plan, "NewestFirstTopKExec"));
                 let got = cells(&collect(plan, tsjoin.task_ctx()).await.unwrap());
                 let want =
                     cells(&plain.sql(&sql).await.unwrap().collect().await.unwrap());
@@ -236,7 +232,7 @@ async fn newest_first_stops_early() {
             .await
             .unwrap();
         let plan = crate::support::physical_plan(&ctx, sql).await;
-        assert!(!contains(&plan, "NewestFirstTopKExec"));
+        assert!(!contains_operator(&plan, "NewestFirstTopKExec"));
     }
 }
 
@@ -244,11 +240,6 @@ async fn newest_first_stops_early() {
 /// fetch, and runs the same after.
 #[tokio::test]
 async fn newest_first_round_trips_through_proto() {
-    use datafusion_proto::bytes::{
-        physical_plan_from_bytes_with_extension_codec,
-        physical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
     let dir = tempfile::tempdir().unwrap();
     let rows: Vec<Row> = (0..300)
         .map(|i| Row {
@@ -259,13 +250,7 @@ async fn newest_first_round_trips_through_proto() {
         .collect();
     write_file(&dir.path().join("a.parquet"), &rows, 40);
     let ctx = context(2);
-    ctx.register_parquet(
-        "r",
-        &format!("{}/", dir.path().display()),
-        Default::default(),
-    )
-    .await
-    .unwrap();
+    register_dir(&ctx, "r", dir.path()).await;
     for sql in [
         "SELECT * FROM r WHERE v > 4 ORDER BY ts DESC LIMIT 7",
         "SELECT * FROM r WHERE v > 4 ORDER BY ts DESC NULLS LAST LIMIT 7",
@@ -273,22 +258,8 @@ async fn newest_first_round_trips_through_proto() {
         let plan = crate::support::physical_plan(&ctx, sql).await;
         let text = displayable(plan.as_ref()).indent(true).to_string();
         assert!(text.contains("NewestFirstTopKExec: fetch=7"), "{text}");
-        let bytes = physical_plan_to_bytes_with_extension_codec(
-            Arc::clone(&plan),
-            &TsJoinPhysicalCodec,
-        )
-        .unwrap();
-        assert!(
-            bytes
-                .windows(1)
-                .any(|b| b[0] == datafusion_tsjoin::codec::NEWEST_FIRST_TAG)
-        );
-        let back = physical_plan_from_bytes_with_extension_codec(
-            &bytes,
-            &ctx.task_ctx(),
-            &TsJoinPhysicalCodec,
-        )
-        .unwrap();
+        let (bytes, back) = physical_proto(&plan, &ctx);
+        assert!(bytes.contains(&datafusion_tsjoin::codec::NEWEST_FIRST_TAG));
         // (datafusion-proto drops the scan's reverse-reading hints, which
         // the operator does not use.)
         let mine = |t: &str| {

@@ -10,7 +10,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit}
 use datafusion::datasource::MemTable;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::ensure_requirements::EnsureRequirements;
-use datafusion::physical_plan::{ExecutionPlan, displayable};
+use datafusion::physical_plan::displayable;
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
 use rand::rngs::StdRng;
@@ -353,11 +353,6 @@ async fn ensure_requirements_is_idempotent_on_partitioned_plans() {
 /// partitioned (and runs to the same answer), a broadcast one broadcast.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codecs_carry_the_distribution() {
-    use datafusion_proto::bytes::{
-        physical_plan_from_bytes_with_extension_codec,
-        physical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
     let ctx = context(3);
     let mut rng = StdRng::seed_from_u64(9);
     let dir = tempfile::tempdir().unwrap();
@@ -381,18 +376,7 @@ async fn codecs_carry_the_distribution() {
         }
         for sql in [WINDOW, ASOF, HORIZON] {
             let plan = physical_plan(&ctx, sql).await;
-            let bytes = physical_plan_to_bytes_with_extension_codec(
-                Arc::clone(&plan),
-                &TsJoinPhysicalCodec,
-            )
-            .unwrap();
-            let back: Arc<dyn ExecutionPlan> =
-                physical_plan_from_bytes_with_extension_codec(
-                    &bytes,
-                    &ctx.task_ctx(),
-                    &TsJoinPhysicalCodec,
-                )
-                .unwrap();
+            let back = crate::support::physical_round_trip(&plan, &ctx);
             let text = displayable(back.as_ref()).indent(true).to_string();
             assert!(text.contains(&format!("distribution={mode}")), "{text}");
             assert_eq!(text, displayable(plan.as_ref()).indent(true).to_string());

@@ -176,25 +176,10 @@ async fn concurrent_queries_of_every_priority_answer_as_alone() {
 
 #[tokio::test]
 async fn the_gate_round_trips_through_proto() {
-    use datafusion_proto::bytes::{
-        physical_plan_from_bytes_with_extension_codec,
-        physical_plan_to_bytes_with_extension_codec,
-    };
-    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
     let ctx = session(&Scheduler::new());
     ctx.tsjoin_sql("SET tsjoin.priority = -3").await.unwrap();
     let plan = physical_plan(&ctx, "SELECT v FROM t WHERE v > 7990").await;
-    let bytes = physical_plan_to_bytes_with_extension_codec(
-        Arc::clone(&plan),
-        &TsJoinPhysicalCodec,
-    )
-    .unwrap();
-    let back = physical_plan_from_bytes_with_extension_codec(
-        &bytes,
-        &ctx.task_ctx(),
-        &TsJoinPhysicalCodec,
-    )
-    .unwrap();
+    let back = crate::support::physical_round_trip(&plan, &ctx);
     let shown = |p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
         displayable(p.as_ref()).indent(false).to_string()
     };

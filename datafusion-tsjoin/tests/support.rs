@@ -3,7 +3,8 @@
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
 use std::sync::Arc;
@@ -155,4 +156,154 @@ pub fn split<R>(
         start = end;
     }
     out
+}
+
+/// `plan` encoded with tsjoin's physical codec, and those bytes decoded in
+/// `ctx`: what crosses the wire to a cluster's executors.
+pub fn physical_proto(
+    plan: &Arc<dyn ExecutionPlan>,
+    ctx: &SessionContext,
+) -> (Vec<u8>, Arc<dyn ExecutionPlan>) {
+    use datafusion_proto::bytes::{
+        physical_plan_from_bytes_with_extension_codec,
+        physical_plan_to_bytes_with_extension_codec,
+    };
+    use datafusion_tsjoin::codec::TsJoinPhysicalCodec;
+    let bytes = physical_plan_to_bytes_with_extension_codec(
+        Arc::clone(plan),
+        &TsJoinPhysicalCodec,
+    )
+    .unwrap();
+    let back = physical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &ctx.task_ctx(),
+        &TsJoinPhysicalCodec,
+    )
+    .unwrap();
+    (bytes.to_vec(), back)
+}
+
+/// `plan` after a round trip through tsjoin's physical codec (see
+/// [`physical_proto`]).
+pub fn physical_round_trip(
+    plan: &Arc<dyn ExecutionPlan>,
+    ctx: &SessionContext,
+) -> Arc<dyn ExecutionPlan> {
+    physical_proto(plan, ctx).1
+}
+
+/// `plan` after a round trip through tsjoin's logical codec, decoded in
+/// `ctx`.
+pub fn logical_round_trip(plan: &LogicalPlan, ctx: &SessionContext) -> LogicalPlan {
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec,
+        logical_plan_to_bytes_with_extension_codec,
+    };
+    use datafusion_tsjoin::codec::TsJoinLogicalCodec;
+    let bytes =
+        logical_plan_to_bytes_with_extension_codec(plan, &TsJoinLogicalCodec).unwrap();
+    logical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &ctx.task_ctx(),
+        &TsJoinLogicalCodec,
+    )
+    .unwrap()
+}
+
+/// The first line of `plan`'s indented display that names `operator`
+/// (an operator's line survives a codec round trip unchanged; a scan's
+/// display may not).
+pub fn operator_line(plan: &Arc<dyn ExecutionPlan>, operator: &str) -> String {
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    text.lines()
+        .find(|l| l.contains(operator))
+        .unwrap_or_else(|| panic!("no {operator} in\n{text}"))
+        .to_string()
+}
+
+/// Whether an operator named `name` is anywhere in `plan`.
+pub fn contains_operator(plan: &Arc<dyn ExecutionPlan>, name: &str) -> bool {
+    plan.name() == name
+        || plan
+            .children()
+            .into_iter()
+            .any(|c| contains_operator(c, name))
+}
+
+/// Registers the Parquet files under `dir` as table `name` in `ctx`.
+pub async fn register_dir(ctx: &SessionContext, name: &str, dir: &std::path::Path) {
+    ctx.register_parquet(name, &format!("{}/", dir.display()), Default::default())
+        .await
+        .unwrap();
+}
+
+/// Copies each of `ctx`'s tables `names` to a Parquet file in `dir` and
+/// registers the copy as `{name}q` (the logical codec cannot carry
+/// in-memory tables).
+pub async fn parquet_copies(ctx: &SessionContext, names: &[&str], dir: &std::path::Path) {
+    for name in names {
+        let path = dir.join(format!("{name}.parquet"));
+        let path = path.display();
+        ctx.tsjoin_sql(&format!(
+            "COPY {name} TO '{path}'; \
+             CREATE EXTERNAL TABLE {name}q STORED AS PARQUET LOCATION '{path}'"
+        ))
+        .await
+        .unwrap();
+    }
+}
+
+/// Checks that `sql`'s plans round-trip through tsjoin's codecs: the
+/// optimized logical plan displays the same after, and the physical
+/// plan's `operator` line is unchanged. Returns the decoded physical plan.
+pub async fn assert_round_trips(
+    ctx: &SessionContext,
+    sql: &str,
+    operator: &str,
+) -> Arc<dyn ExecutionPlan> {
+    let logical = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .into_optimized_plan()
+        .unwrap();
+    let back = logical_round_trip(&logical, ctx);
+    assert_eq!(
+        format!("{}", back.display_indent()),
+        format!("{}", logical.display_indent())
+    );
+    let plan = physical_plan(ctx, sql).await;
+    let back = physical_round_trip(&plan, ctx);
+    assert_eq!(
+        operator_line(&back, operator),
+        operator_line(&plan, operator)
+    );
+    back
+}
+
+/// A tsjoin session with `partitions` target partitions and a memory limit
+/// of `bytes`.
+pub fn limited_context(bytes: usize, partitions: usize) -> SessionContext {
+    limited_context_with(
+        bytes,
+        SessionConfig::new().with_target_partitions(partitions),
+    )
+}
+
+/// A tsjoin session with `config` and a memory limit of `bytes`.
+pub fn limited_context_with(bytes: usize, config: SessionConfig) -> SessionContext {
+    use datafusion::execution::SessionStateBuilder;
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion_tsjoin::TsJoinSessionStateBuilderExt;
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(bytes, 1.0)
+        .build_arc()
+        .unwrap();
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .with_tsjoin()
+        .build();
+    SessionContext::new_with_state(state)
 }

@@ -3,10 +3,7 @@
 use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use super::stream::{SharedState, StreamArgs, asof_join_stream};
-use crate::temporal::{
-    JoinDistribution, PartitionKeys, hash_keys, input_requirements,
-    partitioned_properties, right_for_partition,
-};
+use crate::temporal::{JoinDistribution, KeyedRight, TemporalDistribution};
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -14,9 +11,8 @@ use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
-    InputDistributionRequirements, PhysicalExpr, PlanProperties,
-    SendableRecordBatchStream, apply_expression_roots,
+    DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements,
+    PhysicalExpr, PlanProperties, SendableRecordBatchStream, apply_expression_roots,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -42,12 +38,9 @@ pub struct AsofJoinExec {
     right: Arc<dyn ExecutionPlan>,
     spec: Arc<AsofJoinSpec>,
     schema: SchemaRef,
-    distribution: JoinDistribution,
-    /// The hash keys both inputs are partitioned on (partitioned only).
-    partition_keys: Option<PartitionKeys>,
-    /// The built right side: one slot when broadcast, one per partition
-    /// when partitioned.
-    shared: Vec<Arc<SharedState>>,
+    /// The mode, hash keys and the built right side: one slot when
+    /// broadcast, one per partition when partitioned.
+    distribution: TemporalDistribution<Arc<SharedState>>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -91,9 +84,7 @@ impl AsofJoinExec {
             right,
             spec,
             schema,
-            distribution: JoinDistribution::Broadcast,
-            partition_keys: None,
-            shared: vec![Arc::default()],
+            distribution: TemporalDistribution::broadcast(|_| Arc::default()),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         })
@@ -107,33 +98,22 @@ impl AsofJoinExec {
     ///     .with_distribution(JoinDistribution::Partitioned)?;
     /// ```
     pub fn with_distribution(mut self, distribution: JoinDistribution) -> Result<Self> {
-        self.partition_keys = match distribution {
-            JoinDistribution::Broadcast => None,
-            JoinDistribution::Partitioned => hash_keys(
-                &self.spec.left_keys,
-                &self.spec.right_keys,
-                &self.left.schema(),
-                &self.right.schema(),
-            )?,
+        let right = KeyedRight {
+            left_keys: &self.spec.left_keys,
+            right_keys: &self.spec.right_keys,
+            input: &self.right,
         };
-        let n = self.left.output_partitioning().partition_count();
-        let mut props =
-            crate::temporal::left_preserving_properties(&self.left, &self.schema);
-        (self.distribution, self.shared) = match &self.partition_keys {
-            Some(keys) => {
-                props = partitioned_properties(props, keys, n);
-                let slots = (0..n.max(1)).map(|_| Arc::default()).collect();
-                (JoinDistribution::Partitioned, slots)
-            }
-            None => (JoinDistribution::Broadcast, vec![Arc::default()]),
-        };
-        self.cache = Arc::new(props);
+        self.distribution =
+            TemporalDistribution::new(distribution, &self.left, &[right], |_| {
+                Arc::default()
+            })?;
+        self.cache = Arc::new(self.distribution.properties(&self.left, &self.schema));
         Ok(self)
     }
 
     /// The mode this operator runs in.
     pub fn distribution(&self) -> JoinDistribution {
-        self.distribution
+        self.distribution.mode()
     }
 
     /// The specification.
@@ -184,7 +164,7 @@ impl DisplayAs for AsofJoinExec {
                     s.right_ts,
                     s.matching,
                     self.path(),
-                    self.distribution.as_str()
+                    self.distribution().as_str()
                 )
             }
             DisplayFormatType::TreeRender => {
@@ -192,7 +172,7 @@ impl DisplayAs for AsofJoinExec {
                 writeln!(f, "match={}", s.matching)?;
                 writeln!(f, "tolerance={tolerance}")?;
                 writeln!(f, "path={}", self.path())?;
-                write!(f, "distribution={}", self.distribution.as_str())
+                write!(f, "distribution={}", self.distribution().as_str())
             }
         }
     }
@@ -208,12 +188,7 @@ impl ExecutionPlan for AsofJoinExec {
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        let right: Vec<_> = self
-            .partition_keys
-            .iter()
-            .map(|k| k.right.clone())
-            .collect();
-        input_requirements(self.partition_keys.as_ref(), &right, 2)
+        self.distribution.input_requirements(2)
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
@@ -221,8 +196,7 @@ impl ExecutionPlan for AsofJoinExec {
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        // Partitioned: hash-repartition even single-partition inputs.
-        vec![self.distribution == JoinDistribution::Partitioned; 2]
+        self.distribution.benefits_from_input_partitioning(2)
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -246,7 +220,7 @@ impl ExecutionPlan for AsofJoinExec {
         };
         Ok(Arc::new(
             Self::try_new(left, right, Arc::clone(&self.spec))?
-                .with_distribution(self.distribution)?,
+                .with_distribution(self.distribution())?,
         ))
     }
 
@@ -258,7 +232,7 @@ impl ExecutionPlan for AsofJoinExec {
                 Arc::clone(&self.right),
                 Arc::clone(&self.spec),
             )?
-            .with_distribution(self.distribution)?,
+            .with_distribution(self.distribution())?,
         ))
     }
 
@@ -267,25 +241,18 @@ impl ExecutionPlan for AsofJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let n = self.left.output_partitioning().partition_count();
-        if partition >= n {
-            return internal_err!(
-                "AsofJoinExec: partition {partition} out of range ({n} partitions)"
-            );
-        }
-        let (slot, right) = right_for_partition(
+        let (shared, mut rights) = self.distribution.for_partition(
             "AsofJoinExec",
-            self.distribution,
-            &self.right,
+            &self.left,
             partition,
-            n,
+            std::slice::from_ref(&self.right),
         )?;
         Ok(asof_join_stream(StreamArgs {
             left: self.left.execute(partition, Arc::clone(&context))?,
-            right,
+            right: rights.remove(0),
             spec: Arc::clone(&self.spec),
             schema: Arc::clone(&self.schema),
-            shared: Arc::clone(&self.shared[slot]),
+            shared: Arc::clone(shared),
             metrics: AsofJoinMetrics::new(&self.metrics, partition),
             context,
         }))

@@ -99,7 +99,7 @@ pub(crate) fn encode_node(
         tolerance,
         tolerance_unit,
     };
-    msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
+    crate::codec::encode_message(&msg, buf)
 }
 
 /// Decodes a logical node (without the tag byte).
@@ -109,7 +109,7 @@ pub(crate) fn decode_node(
     ctx: &TaskContext,
     codec: &dyn LogicalExtensionCodec,
 ) -> Result<AsofJoinNode> {
-    let msg = AsofNodeProto::decode(buf).map_err(|e| internal_datafusion_err!("{e}"))?;
+    let msg = crate::codec::decode_message::<AsofNodeProto>(buf)?;
     let exprs = msg
         .exprs
         .iter()
@@ -147,7 +147,7 @@ pub(crate) fn encode_exec(
         tolerance_unit,
         partitioned: exec.distribution().encode(),
     };
-    msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
+    crate::codec::encode_message(&msg, buf)
 }
 
 /// Decodes an operator (without the tag byte).
@@ -157,7 +157,7 @@ pub(crate) fn decode_exec(
     ctx: &TaskContext,
     codec: &dyn PhysicalExtensionCodec,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let msg = AsofExecProto::decode(buf).map_err(|e| internal_datafusion_err!("{e}"))?;
+    let msg = crate::codec::decode_message::<AsofExecProto>(buf)?;
     let [left, right] = inputs else {
         return Err(err("inputs"));
     };

@@ -6,7 +6,7 @@
 use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use crate::temporal::{
-    Found, MergeCursor, Timeline, TimelineBuild, array_is_non_decreasing, key_arrays,
+    BuiltTimeline, Found, MergeCursor, SharedBuild, array_is_non_decreasing, key_arrays,
     tick_array,
 };
 use datafusion::arrow::array::{
@@ -16,37 +16,16 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    ExecutionPlan, ExecutionPlanProperties, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::OnceCell;
-
-/// The right side, built once per execution and shared by the partitions,
-/// with the memory it holds.
-pub(super) struct Built {
-    timeline: Timeline,
-    reservation: Mutex<MemoryReservation>,
-}
 
 /// Per-execution state shared by the partitions of one operator instance.
-#[derive(Default)]
-pub(super) struct SharedState {
-    built: OnceCell<Arc<Built>>,
-}
-
-impl std::fmt::Debug for SharedState {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("SharedState")
-    }
-}
+pub(super) type SharedState = SharedBuild<BuiltTimeline>;
 
 /// Everything one left partition's stream needs.
 pub(super) struct StreamArgs {
@@ -65,53 +44,23 @@ async fn build(
     spec: &AsofJoinSpec,
     context: Arc<TaskContext>,
     metrics: &AsofJoinMetrics,
-) -> Result<Built> {
+) -> Result<BuiltTimeline> {
     let _timer = metrics.build_time.timer();
-    let reservation =
-        MemoryConsumer::new("AsofJoinExec[right]").register(context.memory_pool());
-    let partitions = right.output_partitioning().partition_count();
-    let tasks: Vec<SpawnedTask<Result<Vec<RecordBatch>>>> = (0..partitions)
-        .map(|p| {
-            let stream = right.execute(p, Arc::clone(&context));
-            SpawnedTask::spawn(async move { stream?.try_collect::<Vec<_>>().await })
-        })
-        .collect();
-    let mut batches = vec![];
-    for t in tasks {
-        let part = t
-            .join()
-            .await
-            .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
-        for b in &part {
-            reservation.try_grow(b.get_array_memory_size())?;
-        }
-        batches.extend(part);
-    }
-    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    metrics.build_input_rows.add(rows);
-    // The concatenated copy, then the sequence vectors.
-    let batch_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
-    reservation.try_grow(batch_bytes + rows * 16)?;
-    let timeline = Timeline::try_new(
-        TimelineBuild {
-            schema: right.schema(),
-            keys: &spec.right_keys,
-            ts: &spec.right_ts,
-            factor: spec.scale.right_factor(),
-        },
-        &batches,
-    )?;
-    drop(batches);
-    let held = timeline.batch.get_array_memory_size() + timeline.extra_bytes();
-    reservation.resize(held);
-    metrics.build_mem_used.set(held);
+    let built = BuiltTimeline::build(
+        "AsofJoinExec[right]",
+        right,
+        &spec.right_keys,
+        &spec.right_ts,
+        spec.scale.right_factor(),
+        context,
+    )
+    .await?;
+    metrics.build_input_rows.add(built.input_rows);
+    metrics.build_mem_used.set(built.held_bytes());
     metrics
         .right_sorted
-        .set(usize::from(timeline.arrived_sorted));
-    Ok(Built {
-        timeline,
-        reservation: Mutex::new(reservation),
-    })
+        .set(usize::from(built.timeline.arrived_sorted));
+    Ok(built)
 }
 
 /// The output stream of one left partition.
@@ -129,14 +78,8 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
     let output = metrics.baseline.clone();
     let stream = stream::once(async move {
         let built = shared
-            .built
-            .get_or_try_init(|| async {
-                Ok::<_, DataFusionError>(Arc::new(
-                    build(right, &spec, context, &metrics).await?,
-                ))
-            })
-            .await?
-            .clone();
+            .get_or_build(|| build(right, &spec, context, &metrics))
+            .await?;
         let mut joiner = Joiner {
             cursor: MergeCursor::new(&built.timeline, spec.matching.strict),
             built,
@@ -153,7 +96,7 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
 
 /// Matches the batches of one left partition, in order.
 struct Joiner {
-    built: Arc<Built>,
+    built: Arc<BuiltTimeline>,
     cursor: MergeCursor,
     spec: Arc<AsofJoinSpec>,
     schema: SchemaRef,
@@ -171,21 +114,6 @@ impl Joiner {
             .elapsed_compute()
             .add_duration(elapsed);
         out
-    }
-
-    /// Reserves the per-key index's memory and builds it, once for all
-    /// partitions: building under the lock means a partition that waited
-    /// finds the index there and does not reserve it again.
-    fn ensure_index(&self) -> Result<()> {
-        let tl = &self.built.timeline;
-        if !tl.has_index() {
-            let r = self.built.reservation.lock().unwrap();
-            if !tl.has_index() {
-                r.try_grow(tl.index_bytes())?;
-                tl.build_index();
-            }
-        }
-        Ok(())
     }
 
     fn join_batch(&mut self, left: RecordBatch) -> Result<RecordBatch> {
@@ -257,7 +185,7 @@ impl Joiner {
                     Found::Row(r, rt) => Some((r, rt)),
                     Found::Nothing => None,
                     Found::AskIndex => {
-                        self.ensure_index()?;
+                        self.built.ensure_index()?;
                         tl.lookup(g, t, false, strict)
                     }
                 };
@@ -270,7 +198,7 @@ impl Joiner {
             }
         } else {
             self.metrics.index_rows.add(n);
-            self.ensure_index()?;
+            self.built.ensure_index()?;
             for (i, &g) in groups.iter().enumerate() {
                 let Some(g) = g else { continue };
                 if !looks.value(i) {

@@ -2,15 +2,14 @@
 //! aggregates and the output schema; the child travels as the plan's input.
 
 use super::FilterAggregateExec;
-use crate::codec::TsJoinPhysicalCodec;
+use crate::codec::{TsJoinPhysicalCodec, decode_one_input, encode_message};
 use datafusion::arrow::datatypes::Schema;
-use datafusion::common::{Result, internal_datafusion_err, internal_err};
+use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use datafusion_proto::protobuf::{self, PhysicalExprNode};
-use prost::Message;
 use std::sync::Arc;
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -34,7 +33,7 @@ pub(crate) fn encode_exec(
         aggs: exec.agg_codes(),
         schema: Some(exec.schema().as_ref().try_into()?),
     };
-    msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
+    encode_message(&msg, buf)
 }
 
 /// The exec from its fields (after the tag) over `inputs[0]`.
@@ -44,11 +43,8 @@ pub(crate) fn decode_exec(
     ctx: &TaskContext,
     codec: &TsJoinPhysicalCodec,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let [input] = inputs else {
-        return internal_err!("FilterAggregateExec needs one input");
-    };
-    let msg =
-        FilterAggregateProto::decode(buf).map_err(|e| internal_datafusion_err!("{e}"))?;
+    let (msg, input) =
+        decode_one_input::<FilterAggregateProto>("FilterAggregateExec", buf, inputs)?;
     let (Some(predicate), Some(schema)) = (&msg.predicate, &msg.schema) else {
         return internal_err!(
             "tsjoin codec: FilterAggregateExec without predicate or schema"

@@ -106,10 +106,7 @@ impl PhysicalOptimizerRule for FilterAggregateRule {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let on = config
-            .extensions
-            .get::<crate::TsJoinOptions>()
-            .is_none_or(|o| o.filter_aggregate);
+        let on = crate::config::rule_enabled(config, |o| o.filter_aggregate);
         if !on {
             return Ok(plan);
         }

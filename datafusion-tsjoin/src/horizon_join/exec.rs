@@ -3,10 +3,7 @@
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
 use super::stream::{SharedState, StreamArgs, horizon_join_stream};
-use crate::temporal::{
-    JoinDistribution, PartitionKeys, hash_keys, input_requirements,
-    partitioned_properties, right_for_partition,
-};
+use crate::temporal::{JoinDistribution, KeyedRight, TemporalDistribution};
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -14,16 +11,11 @@ use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
-    InputDistributionRequirements, PhysicalExpr, PlanProperties,
-    SendableRecordBatchStream, apply_expression_roots,
+    DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements,
+    PhysicalExpr, PlanProperties, SendableRecordBatchStream, apply_expression_roots,
 };
 use std::fmt;
 use std::sync::Arc;
-
-/// A partitioned HORIZON JOIN's hash keys: the left side's (shared by every
-/// right table) and each right table's.
-type HorizonKeys = (PartitionKeys, Vec<Vec<Arc<dyn PhysicalExpr>>>);
 
 /// Physical HORIZON JOIN.
 ///
@@ -56,12 +48,10 @@ pub struct HorizonJoinExec {
     /// The offsets in left ticks.
     offsets: Arc<Vec<i64>>,
     schema: SchemaRef,
-    distribution: JoinDistribution,
-    /// Partitioned only: the left hash keys, and each right table's.
-    partition_keys: Option<HorizonKeys>,
-    /// The built right sides: one slot when broadcast, one per partition
-    /// when partitioned.
-    shared: Vec<Arc<SharedState>>,
+    /// The mode, hash keys (partitioned: the left ones, and each right
+    /// table's) and the built right sides: one slot when broadcast, one
+    /// per partition when partitioned.
+    distribution: TemporalDistribution<Arc<SharedState>>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -121,9 +111,7 @@ impl HorizonJoinExec {
             alias,
             offsets,
             schema,
-            distribution: JoinDistribution::Broadcast,
-            partition_keys: None,
-            shared: vec![Arc::default()],
+            distribution: TemporalDistribution::broadcast(|_| Arc::default()),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         })
@@ -138,52 +126,28 @@ impl HorizonJoinExec {
     ///     .with_distribution(JoinDistribution::Partitioned)?;
     /// ```
     pub fn with_distribution(mut self, distribution: JoinDistribution) -> Result<Self> {
-        self.partition_keys = match distribution {
-            JoinDistribution::Broadcast => None,
-            JoinDistribution::Partitioned => self.hash_keys()?,
-        };
-        let n = self.left.output_partitioning().partition_count();
-        let mut props =
-            crate::temporal::left_preserving_properties(&self.left, &self.schema);
-        (self.distribution, self.shared) = match &self.partition_keys {
-            Some((keys, _)) => {
-                props = partitioned_properties(props, keys, n);
-                let slots = (0..n.max(1)).map(|_| Arc::default()).collect();
-                (JoinDistribution::Partitioned, slots)
-            }
-            None => (JoinDistribution::Broadcast, vec![Arc::default()]),
-        };
-        self.cache = Arc::new(props);
+        let rights: Vec<KeyedRight> = self
+            .spec
+            .rights
+            .iter()
+            .zip(&self.rights)
+            .map(|(r, input)| KeyedRight {
+                left_keys: &r.left_keys,
+                right_keys: &r.right_keys,
+                input,
+            })
+            .collect();
+        self.distribution =
+            TemporalDistribution::new(distribution, &self.left, &rights, |_| {
+                Arc::default()
+            })?;
+        self.cache = Arc::new(self.distribution.properties(&self.left, &self.schema));
         Ok(self)
     }
 
     /// The mode this operator runs in.
     pub fn distribution(&self) -> JoinDistribution {
-        self.distribution
-    }
-
-    /// The hash keys of a partitioned plan: `None` unless every right table
-    /// has keys whose left side hashes alike.
-    #[expect(clippy::type_complexity)]
-    fn hash_keys(
-        &self,
-    ) -> Result<Option<(PartitionKeys, Vec<Vec<Arc<dyn PhysicalExpr>>>)>> {
-        let ls = self.left.schema();
-        let mut left: Option<PartitionKeys> = None;
-        let mut rights = vec![];
-        for (r, input) in self.spec.rights.iter().zip(&self.rights) {
-            let Some(keys) =
-                hash_keys(&r.left_keys, &r.right_keys, &ls, &input.schema())?
-            else {
-                return Ok(None);
-            };
-            if left.as_ref().is_some_and(|l| l.left != keys.left) {
-                return Ok(None);
-            }
-            rights.push(keys.right.clone());
-            left.get_or_insert(keys);
-        }
-        Ok(left.map(|l| (l, rights)))
+        self.distribution.mode()
     }
 
     /// The specification.
@@ -253,13 +217,13 @@ impl DisplayAs for HorizonJoinExec {
                 rights.join(", "),
                 s.left_ts,
                 self.path(),
-                self.distribution.as_str()
+                self.distribution().as_str()
             ),
             DisplayFormatType::TreeRender => {
                 writeln!(f, "rights=[{}]", rights.join(", "))?;
                 writeln!(f, "offsets={offsets}")?;
                 writeln!(f, "path={}", self.path())?;
-                write!(f, "distribution={}", self.distribution.as_str())
+                write!(f, "distribution={}", self.distribution().as_str())
             }
         }
     }
@@ -275,10 +239,7 @@ impl ExecutionPlan for HorizonJoinExec {
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
-        match &self.partition_keys {
-            Some((keys, rights)) => input_requirements(Some(keys), rights, 0),
-            None => input_requirements(None, &[], 1 + self.rights.len()),
-        }
+        self.distribution.input_requirements(1 + self.rights.len())
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
@@ -288,8 +249,8 @@ impl ExecutionPlan for HorizonJoinExec {
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        // Partitioned: hash-repartition even single-partition inputs.
-        vec![self.distribution == JoinDistribution::Partitioned; 1 + self.rights.len()]
+        self.distribution
+            .benefits_from_input_partitioning(1 + self.rights.len())
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -321,7 +282,7 @@ impl ExecutionPlan for HorizonJoinExec {
                 Arc::clone(&self.spec),
                 self.alias.clone(),
             )?
-            .with_distribution(self.distribution)?,
+            .with_distribution(self.distribution())?,
         ))
     }
 
@@ -334,7 +295,7 @@ impl ExecutionPlan for HorizonJoinExec {
                 Arc::clone(&self.spec),
                 self.alias.clone(),
             )?
-            .with_distribution(self.distribution)?,
+            .with_distribution(self.distribution())?,
         ))
     }
 
@@ -343,32 +304,19 @@ impl ExecutionPlan for HorizonJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let n = self.left.output_partitioning().partition_count();
-        if partition >= n {
-            return internal_err!(
-                "HorizonJoinExec: partition {partition} out of range ({n} partitions)"
-            );
-        }
-        let mut slot = 0;
-        let mut rights = Vec::with_capacity(self.rights.len());
-        for r in &self.rights {
-            let (s, right) = right_for_partition(
-                "HorizonJoinExec",
-                self.distribution,
-                r,
-                partition,
-                n,
-            )?;
-            slot = s;
-            rights.push(right);
-        }
+        let (shared, rights) = self.distribution.for_partition(
+            "HorizonJoinExec",
+            &self.left,
+            partition,
+            &self.rights,
+        )?;
         Ok(horizon_join_stream(StreamArgs {
             left: self.left.execute(partition, Arc::clone(&context))?,
             rights,
             spec: Arc::clone(&self.spec),
             offsets: Arc::clone(&self.offsets),
             schema: Arc::clone(&self.schema),
-            shared: Arc::clone(&self.shared[slot]),
+            shared: Arc::clone(shared),
             metrics: HorizonJoinMetrics::new(&self.metrics, partition),
             context,
         }))

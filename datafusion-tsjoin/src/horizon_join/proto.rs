@@ -117,7 +117,7 @@ pub(crate) fn encode_node(
         offsets,
         alias: n.clause.alias.clone(),
     };
-    msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
+    crate::codec::encode_message(&msg, buf)
 }
 
 /// Decodes a logical node (without the tag byte).
@@ -127,8 +127,7 @@ pub(crate) fn decode_node(
     ctx: &TaskContext,
     codec: &dyn LogicalExtensionCodec,
 ) -> Result<HorizonJoinNode> {
-    let msg =
-        HorizonNodeProto::decode(buf).map_err(|e| internal_datafusion_err!("{e}"))?;
+    let msg = crate::codec::decode_message::<HorizonNodeProto>(buf)?;
     let exprs = msg
         .exprs
         .iter()
@@ -182,7 +181,7 @@ pub(crate) fn encode_exec(
         alias: exec.alias().to_string(),
         partitioned: exec.distribution().encode(),
     };
-    msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
+    crate::codec::encode_message(&msg, buf)
 }
 
 /// Decodes an operator (without the tag byte).
@@ -192,8 +191,7 @@ pub(crate) fn decode_exec(
     ctx: &TaskContext,
     codec: &dyn PhysicalExtensionCodec,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let msg =
-        HorizonExecProto::decode(buf).map_err(|e| internal_datafusion_err!("{e}"))?;
+    let msg = crate::codec::decode_message::<HorizonExecProto>(buf)?;
     let Some((left, rights)) = inputs.split_first() else {
         return Err(err("inputs"));
     };

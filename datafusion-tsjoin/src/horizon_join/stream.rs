@@ -7,7 +7,7 @@
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
 use crate::temporal::{
-    BuiltTimeline, Found, MergeCursor, is_non_decreasing, key_arrays, ticks,
+    BuiltTimeline, Found, MergeCursor, SharedBuild, is_non_decreasing, key_arrays, ticks,
 };
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_null_array,
@@ -22,20 +22,10 @@ use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::OnceCell;
 
 /// Per-execution state shared by the partitions of one operator instance:
 /// the right timelines, in join order.
-#[derive(Default)]
-pub(super) struct SharedState {
-    built: OnceCell<Arc<Vec<BuiltTimeline>>>,
-}
-
-impl std::fmt::Debug for SharedState {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("SharedState")
-    }
-}
+pub(super) type SharedState = SharedBuild<Vec<BuiltTimeline>>;
 
 /// Everything one left partition's stream needs.
 pub(super) struct StreamArgs {
@@ -93,14 +83,8 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
     let output = metrics.baseline.clone();
     let stream = stream::once(async move {
         let built = shared
-            .built
-            .get_or_try_init(|| async {
-                Ok::<_, DataFusionError>(Arc::new(
-                    build_all(rights, &spec, Arc::clone(&context), &metrics).await?,
-                ))
-            })
-            .await?
-            .clone();
+            .get_or_build(|| build_all(rights, &spec, Arc::clone(&context), &metrics))
+            .await?;
         let mut joiner =
             Joiner::try_new(built, spec, offsets, out_schema, metrics, &context)?;
         Ok::<_, DataFusionError>(

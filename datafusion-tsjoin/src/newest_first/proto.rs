@@ -2,16 +2,15 @@
 //! order and `fetch`; the child travels as the plan's input.
 
 use super::NewestFirstTopKExec;
-use crate::codec::TsJoinPhysicalCodec;
+use crate::codec::{TsJoinPhysicalCodec, decode_one_input, encode_message};
 use datafusion::arrow::compute::SortOptions;
-use datafusion::common::{Result, internal_datafusion_err, internal_err};
+use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalSortExpr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use datafusion_proto::protobuf::PhysicalExprNode;
-use prost::Message;
 use std::sync::Arc;
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -35,7 +34,7 @@ pub(crate) fn encode_exec(
         nulls_first: exec.expr().options.nulls_first,
         fetch: exec.fetch() as u64,
     };
-    msg.encode(buf).map_err(|e| internal_datafusion_err!("{e}"))
+    encode_message(&msg, buf)
 }
 
 /// The exec from its fields (after the tag) over `inputs[0]`.
@@ -45,11 +44,8 @@ pub(crate) fn decode_exec(
     ctx: &TaskContext,
     codec: &TsJoinPhysicalCodec,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let [input] = inputs else {
-        return internal_err!("NewestFirstTopKExec needs one input");
-    };
-    let msg =
-        NewestFirstProto::decode(buf).map_err(|e| internal_datafusion_err!("{e}"))?;
+    let (msg, input) =
+        decode_one_input::<NewestFirstProto>("NewestFirstTopKExec", buf, inputs)?;
     let Some(expr) = &msg.expr else {
         return internal_err!("tsjoin codec: NewestFirstTopKExec without a key");
     };

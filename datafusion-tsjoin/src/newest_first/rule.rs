@@ -28,10 +28,7 @@ impl PhysicalOptimizerRule for NewestFirstRule {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let on = config
-            .extensions
-            .get::<crate::TsJoinOptions>()
-            .is_none_or(|o| o.newest_first_scan);
+        let on = crate::config::rule_enabled(config, |o| o.newest_first_scan);
         if !on {
             return Ok(plan);
         }

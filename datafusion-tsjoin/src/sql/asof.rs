@@ -600,6 +600,49 @@ fn column_of(e: &Expr) -> Option<&datafusion::common::Column> {
     }
 }
 
+/// QuestDB's rule for ASOF-like joins (`join`: "ASOF/LT JOIN", "HORIZON
+/// JOIN"): no equality key may be a side's designated timestamp (the time
+/// match already uses it).
+pub(super) fn check_keys_not_designated(
+    join: &str,
+    keys: &[(Expr, Expr)],
+    left_ts: &Expr,
+    right_ts: &Expr,
+) -> Result<()> {
+    let same = |k: &Expr, ts: &Expr| matches!((column_of(k), column_of(ts)), (Some(a), Some(b)) if a == b);
+    for (l, r) in keys {
+        if same(l, left_ts) || same(r, right_ts) {
+            return plan_err!("{join} cannot use designated timestamp as a join key");
+        }
+    }
+    Ok(())
+}
+
+/// Splits the ON conditions other than keys and time into `(left only,
+/// right only)`; constants count as left. A condition reading both sides
+/// is an error: "`{supports}` and conditions on one side; `{c}` reads both
+/// sides".
+pub(super) fn split_one_side_conditions(
+    supports: &str,
+    conditions: Vec<Expr>,
+    ls: &DFSchema,
+    rs: &DFSchema,
+) -> Result<(Vec<Expr>, Vec<Expr>)> {
+    let (mut left_only, mut right_only) = (vec![], vec![]);
+    for c in conditions {
+        match side_of(&c, ls, rs) {
+            Side::None | Side::Left => left_only.push(c),
+            Side::Right => right_only.push(c),
+            Side::Both => {
+                return plan_err!(
+                    "{supports} and conditions on one side; {c} reads both sides"
+                );
+            }
+        }
+    }
+    Ok((left_only, right_only))
+}
+
 impl AsofJoinRelationPlanner {
     fn plan_asof(
         &self,
@@ -725,26 +768,13 @@ impl AsofJoinRelationPlanner {
                 )
             }
         };
-        for (l, r) in &keys {
-            let same = |k: &Expr, ts: &Expr| matches!((column_of(k), column_of(ts)), (Some(a), Some(b)) if a == b);
-            if same(l, &left_ts) || same(r, &right_ts) {
-                return plan_err!(
-                    "ASOF/LT JOIN cannot use designated timestamp as a join key"
-                );
-            }
-        }
-        let (mut left_only, mut right_only) = (vec![], vec![]);
-        for c in rest {
-            match side_of(&c, &ls, &rs) {
-                Side::None | Side::Left => left_only.push(c),
-                Side::Right => right_only.push(c),
-                Side::Both => {
-                    return plan_err!(
-                        "ASOF JOIN ON supports equality keys, one time inequality and conditions on one side; {c} reads both sides"
-                    );
-                }
-            }
-        }
+        check_keys_not_designated("ASOF/LT JOIN", &keys, &left_ts, &right_ts)?;
+        let (left_only, right_only) = split_one_side_conditions(
+            "ASOF JOIN ON supports equality keys, one time inequality",
+            rest,
+            &ls,
+            &rs,
+        )?;
         // Right-only conditions choose which right rows exist at all.
         if let Some(f) = conjunction(right_only) {
             right = LogicalPlanBuilder::from(right).filter(f)?.build()?;

@@ -15,7 +15,9 @@
 //! 3. [`HorizonJoinRelationPlanner`]: plans the nested joins into one
 //!    [`HorizonJoinNode`].
 
-use super::asof::{emit_marked_join, find};
+use super::asof::{
+    check_keys_not_designated, emit_marked_join, find, split_one_side_conditions,
+};
 use super::ast::{call_args, norm, placeholder_relation};
 use super::relation::{WindowJoinRelationPlanner, string_arg};
 use super::rewrite::{error_at, skip_ws, word_is};
@@ -24,14 +26,13 @@ use crate::config::TimestampRegistry;
 use crate::horizon_join::{
     HorizonJoinClause, HorizonJoinNode, HorizonOffsets, HorizonRight,
 };
-use crate::window_join::{Side, side_of};
 use datafusion::common::{DataFusionError, Result, plan_datafusion_err, plan_err};
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::planner::{
     PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
 };
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
-use datafusion::logical_expr::{Expr, Extension, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Extension, LogicalPlan, LogicalPlanBuilder};
 use sqlparser::ast::{
     self as ast, GroupByExpr, Join, JoinOperator, Query, Select, SelectItem, SetExpr,
     Statement, TableFactor, TableWithJoins, Value, Visit, VisitMut, Visitor, VisitorMut,
@@ -556,16 +557,6 @@ fn marker_offsets(f: &ast::Function) -> Result<(String, HorizonOffsets)> {
     Ok((alias.clone(), offsets))
 }
 
-/// The column an expression names, through casts.
-fn column_of(e: &Expr) -> Option<&datafusion::common::Column> {
-    match e {
-        Expr::Column(c) => Some(c),
-        Expr::Cast(c) => column_of(&c.expr),
-        Expr::TryCast(c) => column_of(&c.expr),
-        _ => None,
-    }
-}
-
 impl RelationPlanner for HorizonJoinRelationPlanner {
     fn plan_relation(
         &self,
@@ -615,28 +606,15 @@ impl RelationPlanner for HorizonJoinRelationPlanner {
                     }
                 })?;
             let right_ts = self.inner.designated_timestamp(&right, "right")?;
-            for (l, r) in &keys {
-                let same = |k: &Expr, ts: &Expr| matches!((column_of(k), column_of(ts)), (Some(a), Some(b)) if a == b);
-                if same(l, &left_ts) || same(r, &right_ts) {
-                    return plan_err!(
-                        "HORIZON JOIN cannot use designated timestamp as a join key"
-                    );
-                }
-            }
-            let (mut left_only, mut right_only) = (vec![], vec![]);
-            for c in rest.map_or(vec![], |r| {
-                split_conjunction(&r).into_iter().cloned().collect()
-            }) {
-                match side_of(&c, &ls, &rs) {
-                    Side::None | Side::Left => left_only.push(c),
-                    Side::Right => right_only.push(c),
-                    Side::Both => {
-                        return plan_err!(
-                            "HORIZON JOIN ON supports equality keys and conditions on one side; {c} reads both sides"
-                        );
-                    }
-                }
-            }
+            check_keys_not_designated("HORIZON JOIN", &keys, &left_ts, &right_ts)?;
+            let (left_only, right_only) = split_one_side_conditions(
+                "HORIZON JOIN ON supports equality keys",
+                rest.map_or(vec![], |r| {
+                    split_conjunction(&r).into_iter().cloned().collect()
+                }),
+                &ls,
+                &rs,
+            )?;
             if let Some(f) = conjunction(right_only) {
                 right = LogicalPlanBuilder::from(right).filter(f)?.build()?;
             }

@@ -1,16 +1,18 @@
 //! [`BuiltTimeline`]: a right input drained into a [`Timeline`] under a
 //! memory reservation, shared by every partition of one operator
-//! execution. HORIZON JOIN builds one per right table; ASOF JOIN's
-//! `asof_join/stream.rs` does the same inline (it predates this file).
+//! execution. HORIZON JOIN builds one per right table, ASOF JOIN one; the
+//! streaming WINDOW JOIN drains its right input with [`drain_partitions`].
 
 use super::timeline::{Timeline, TimelineBuild};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, PhysicalExpr};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
 
 /// A right side, built once per execution, with the memory it holds.
 ///
@@ -21,6 +23,8 @@ use std::sync::{Arc, Mutex};
 pub(crate) struct BuiltTimeline {
     /// The time-ordered right rows.
     pub timeline: Timeline,
+    /// Rows the right input produced (the build's input rows).
+    pub input_rows: usize,
     reservation: Mutex<MemoryReservation>,
 }
 
@@ -37,24 +41,14 @@ impl BuiltTimeline {
         context: Arc<TaskContext>,
     ) -> Result<Self> {
         let reservation = MemoryConsumer::new(name).register(context.memory_pool());
-        let partitions = right.output_partitioning().partition_count();
-        let tasks: Vec<SpawnedTask<Result<Vec<_>>>> = (0..partitions)
-            .map(|p| {
-                let stream = right.execute(p, Arc::clone(&context));
-                SpawnedTask::spawn(async move { stream?.try_collect::<Vec<_>>().await })
-            })
-            .collect();
-        let mut batches = vec![];
-        for t in tasks {
-            let part = t
-                .join()
-                .await
-                .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
-            for b in &part {
-                reservation.try_grow(b.get_array_memory_size())?;
-            }
-            batches.extend(part);
-        }
+        let batches = drain_partitions(
+            &right,
+            &context,
+            &reservation,
+            RecordBatch::get_array_memory_size,
+            Ok,
+        )
+        .await?;
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
         // The concatenated copy, then the sequence vectors.
         let bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
@@ -73,6 +67,7 @@ impl BuiltTimeline {
             .resize(timeline.batch.get_array_memory_size() + timeline.extra_bytes());
         Ok(Self {
             timeline,
+            input_rows: rows,
             reservation: Mutex::new(reservation),
         })
     }
@@ -94,5 +89,94 @@ impl BuiltTimeline {
             }
         }
         Ok(())
+    }
+}
+
+/// Drains every partition of `right` in parallel tasks, each batch passed
+/// through `map` first, and returns the batches concatenated in partition
+/// order (the row order that breaks time ties). Every batch is reserved in
+/// `reservation` as `size` measures it before the next partition is read.
+/// Dropping the future stops the tasks (`SpawnedTask` aborts on drop).
+///
+/// ```ignore
+/// let batches = drain_partitions(&right, &ctx, &reservation, RecordBatch::get_array_memory_size, Ok).await?;
+/// ```
+pub(crate) async fn drain_partitions<F>(
+    right: &Arc<dyn ExecutionPlan>,
+    context: &Arc<TaskContext>,
+    reservation: &MemoryReservation,
+    size: fn(&RecordBatch) -> usize,
+    map: F,
+) -> Result<Vec<RecordBatch>>
+where
+    F: Fn(RecordBatch) -> Result<RecordBatch> + Clone + Send + Sync + 'static,
+{
+    let partitions = right.output_partitioning().partition_count();
+    let tasks: Vec<SpawnedTask<Result<Vec<RecordBatch>>>> = (0..partitions)
+        .map(|p| {
+            let stream = right.execute(p, Arc::clone(context));
+            let map = map.clone();
+            SpawnedTask::spawn(async move {
+                stream?
+                    .map(|b| b.and_then(&map))
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+        })
+        .collect();
+    let mut batches = vec![];
+    for t in tasks {
+        let part = t
+            .join()
+            .await
+            .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+        for b in &part {
+            reservation.try_grow(size(b))?;
+        }
+        batches.extend(part);
+    }
+    Ok(batches)
+}
+
+/// What the partitions of one temporal join execution share: the right
+/// side `T`, built once by whichever partition asks first (the others wait
+/// for it). A new operator instance (`reset_state`, new children) starts
+/// with an empty one.
+///
+/// ```ignore
+/// let built = shared.get_or_build(|| BuiltTimeline::build(name, right, &keys, &ts, 1, ctx)).await?;
+/// ```
+pub(crate) struct SharedBuild<T> {
+    built: OnceCell<Arc<T>>,
+}
+
+impl<T> Default for SharedBuild<T> {
+    fn default() -> Self {
+        Self {
+            built: OnceCell::new(),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for SharedBuild<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("SharedState")
+    }
+}
+
+impl<T> SharedBuild<T> {
+    /// The built right side, running `build` if no partition has yet.
+    pub(crate) async fn get_or_build<F, Fut>(&self, build: F) -> Result<Arc<T>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let built = self
+            .built
+            .get_or_try_init(|| async {
+                Ok::<_, DataFusionError>(Arc::new(build().await?))
+            })
+            .await?;
+        Ok(Arc::clone(built))
     }
 }

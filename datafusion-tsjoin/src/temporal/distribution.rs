@@ -17,7 +17,8 @@
 //! expressions are hashed in one common type ([`hash_keys`]), and NULL keys
 //! (which match each other) all hash alike.
 
-use datafusion::arrow::datatypes::{DataType, Schema};
+use super::plan::left_preserving_properties;
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::config::{ConfigField, Visit};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
@@ -165,7 +166,7 @@ impl ConfigField for DistributionSetting {
 /// `Utf8` against `Utf8View`). A pair already of one type is hashed as is.
 /// `None` when there are no keys or a pair has no common type (the join
 /// then stays broadcast).
-pub(crate) fn hash_keys(
+fn hash_keys(
     left_keys: &[Arc<dyn PhysicalExpr>],
     right_keys: &[Arc<dyn PhysicalExpr>],
     left: &Schema,
@@ -211,50 +212,222 @@ pub(crate) fn hash_keys(
     }))
 }
 
-/// What both sides of a partitioned join are hash-partitioned on.
+/// What both sides of a keyed join pair are hash-partitioned on.
 #[derive(Debug, Clone)]
-pub(crate) struct PartitionKeys {
+struct PartitionKeys {
     /// Over the left schema (and the output's: left columns come first).
-    pub left: Vec<Arc<dyn PhysicalExpr>>,
+    left: Vec<Arc<dyn PhysicalExpr>>,
     /// Over the right schema.
-    pub right: Vec<Arc<dyn PhysicalExpr>>,
+    right: Vec<Arc<dyn PhysicalExpr>>,
 }
 
-/// Input requirements of a temporal join: none when broadcast; when
-/// partitioned, every input key-partitioned on its hash keys, all
-/// co-partitioned (partition `p` of each covers the same keys).
-pub(crate) fn input_requirements(
-    partition_keys: Option<&PartitionKeys>,
-    rights: &[Vec<Arc<dyn PhysicalExpr>>],
-    children: usize,
-) -> InputDistributionRequirements {
-    match partition_keys {
-        None => InputDistributionRequirements::new(vec![
-            Distribution::UnspecifiedDistribution;
-            children
-        ]),
-        Some(keys) => {
-            let mut per_child = vec![Distribution::KeyPartitioned(keys.left.clone())];
-            per_child.extend(
-                rights
-                    .iter()
-                    .map(|r| Distribution::KeyPartitioned(r.clone())),
-            );
-            InputDistributionRequirements::co_partitioned(per_child)
+/// One right input of a temporal join, as its distribution sees it: the
+/// equality keys pairing it with the left input, and the input itself.
+pub(crate) struct KeyedRight<'a> {
+    /// Left key expressions (over the left schema).
+    pub left_keys: &'a [Arc<dyn PhysicalExpr>],
+    /// Right key expressions (over `input`'s schema).
+    pub right_keys: &'a [Arc<dyn PhysicalExpr>],
+    /// The right input.
+    pub input: &'a Arc<dyn ExecutionPlan>,
+}
+
+/// What every input of a partitioned temporal join is hash-partitioned on:
+/// the left keys (shared by every right input) and each right input's.
+#[derive(Debug, Clone)]
+struct HashKeys {
+    left: Vec<Arc<dyn PhysicalExpr>>,
+    rights: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+}
+
+impl HashKeys {
+    /// The hash keys of a partitioned plan over `rights`: `None` unless
+    /// every right input has keys with common hash types whose left side
+    /// is the same expressions.
+    fn resolve(left: &Schema, rights: &[KeyedRight<'_>]) -> Result<Option<Self>> {
+        let mut left_keys: Option<Vec<Arc<dyn PhysicalExpr>>> = None;
+        let mut right_keys = vec![];
+        for r in rights {
+            let Some(keys) =
+                hash_keys(r.left_keys, r.right_keys, left, &r.input.schema())?
+            else {
+                return Ok(None);
+            };
+            if left_keys.as_ref().is_some_and(|l| *l != keys.left) {
+                return Ok(None);
+            }
+            right_keys.push(keys.right);
+            left_keys.get_or_insert(keys.left);
         }
+        Ok(left_keys.map(|left| Self {
+            left,
+            rights: right_keys,
+        }))
     }
 }
 
-/// The plan properties of a partitioned join: the broadcast ones
-/// (`left_preserving_properties`), but hash-partitioned on the left keys,
-/// which still name the output's left columns.
-pub(crate) fn partitioned_properties(
-    mut props: PlanProperties,
-    keys: &PartitionKeys,
-    partitions: usize,
-) -> PlanProperties {
-    props.partitioning = Partitioning::Hash(keys.left.clone(), partitions);
-    props
+/// The distribution state one temporal join operator (WINDOW, ASOF,
+/// HORIZON JOIN) holds: its mode, the hash keys its inputs are partitioned
+/// on, and its per-execution state slots (`S`: what the right side is built
+/// into, shared by the partitions that read it).
+///
+/// Invariants (kept by the constructors): the mode is partitioned exactly
+/// when there are hash keys, with one key list per right input; there is
+/// one slot when broadcast (every partition shares it) and one per left
+/// partition (at least one) when partitioned.
+///
+/// ```ignore
+/// let dist = TemporalDistribution::new(
+///     JoinDistribution::Partitioned,
+///     &left,
+///     &[KeyedRight { left_keys: &lk, right_keys: &rk, input: &right }],
+///     |_mode| Arc::new(SharedState::default()),
+/// )?;
+/// let (slot, rights) = dist.for_partition("AsofJoinExec", &left, 0, &[right])?;
+/// ```
+#[derive(Debug)]
+pub(crate) struct TemporalDistribution<S> {
+    keys: Option<HashKeys>,
+    slots: Vec<S>,
+}
+
+impl<S> TemporalDistribution<S> {
+    /// Broadcast, with one slot made by `make_slot`.
+    pub(crate) fn broadcast(make_slot: impl FnOnce(JoinDistribution) -> S) -> Self {
+        Self {
+            keys: None,
+            slots: vec![make_slot(JoinDistribution::Broadcast)],
+        }
+    }
+
+    /// The state of a join over `left` and `rights` in `distribution` mode.
+    /// Partitioned needs equality keys with a common hash type (and, over
+    /// several right inputs, the same left keys); without them the join
+    /// stays broadcast. `make_slot` makes each slot, told the mode taken.
+    pub(crate) fn new(
+        distribution: JoinDistribution,
+        left: &Arc<dyn ExecutionPlan>,
+        rights: &[KeyedRight<'_>],
+        make_slot: impl FnMut(JoinDistribution) -> S,
+    ) -> Result<Self> {
+        let keys = match distribution {
+            JoinDistribution::Broadcast => None,
+            JoinDistribution::Partitioned => HashKeys::resolve(&left.schema(), rights)?,
+        };
+        Ok(Self::with_keys(keys, left, make_slot))
+    }
+
+    /// The same mode and keys with fresh slots for a join over `left`
+    /// (whose partitioning is the current left input's).
+    pub(crate) fn fresh(
+        &self,
+        left: &Arc<dyn ExecutionPlan>,
+        make_slot: impl FnMut(JoinDistribution) -> S,
+    ) -> Self {
+        Self::with_keys(self.keys.clone(), left, make_slot)
+    }
+
+    fn with_keys(
+        keys: Option<HashKeys>,
+        left: &Arc<dyn ExecutionPlan>,
+        mut make_slot: impl FnMut(JoinDistribution) -> S,
+    ) -> Self {
+        let mode = JoinDistribution::decode(keys.is_some());
+        let slots = match mode {
+            JoinDistribution::Broadcast => 1,
+            JoinDistribution::Partitioned => {
+                left.output_partitioning().partition_count().max(1)
+            }
+        };
+        Self {
+            keys,
+            slots: (0..slots).map(|_| make_slot(mode)).collect(),
+        }
+    }
+
+    /// The mode the join runs in.
+    pub(crate) fn mode(&self) -> JoinDistribution {
+        JoinDistribution::decode(self.keys.is_some())
+    }
+
+    /// The plan properties of a join over `left` with output `schema`: the
+    /// left-preserving ones (see [`left_preserving_properties`]); when
+    /// partitioned, hash-partitioned on the left keys, which still name
+    /// the output's left columns.
+    pub(crate) fn properties(
+        &self,
+        left: &Arc<dyn ExecutionPlan>,
+        schema: &SchemaRef,
+    ) -> PlanProperties {
+        let mut props = left_preserving_properties(left, schema);
+        if let Some(keys) = &self.keys {
+            let n = left.output_partitioning().partition_count();
+            props.partitioning = Partitioning::Hash(keys.left.clone(), n);
+        }
+        props
+    }
+
+    /// Input requirements of a join with `children` inputs: none when
+    /// broadcast; when partitioned, every input key-partitioned on its hash
+    /// keys, all co-partitioned (partition `p` of each covers the same
+    /// keys).
+    pub(crate) fn input_requirements(
+        &self,
+        children: usize,
+    ) -> InputDistributionRequirements {
+        match &self.keys {
+            None => InputDistributionRequirements::new(vec![
+                Distribution::UnspecifiedDistribution;
+                children
+            ]),
+            Some(keys) => {
+                let mut per_child = vec![Distribution::KeyPartitioned(keys.left.clone())];
+                per_child.extend(
+                    keys.rights
+                        .iter()
+                        .map(|r| Distribution::KeyPartitioned(r.clone())),
+                );
+                InputDistributionRequirements::co_partitioned(per_child)
+            }
+        }
+    }
+
+    /// `benefits_from_input_partitioning` of a join with `children` inputs:
+    /// broadcast, no (repartitioning the left would scramble its order);
+    /// partitioned, yes, even over single-partition inputs (the hash
+    /// repartitions are what spread the keys).
+    pub(crate) fn benefits_from_input_partitioning(&self, children: usize) -> Vec<bool> {
+        vec![self.keys.is_some(); children]
+    }
+
+    /// What partition `partition` of the join named `name` (over `left`)
+    /// reads: its state slot, and each of `rights` as it reads it.
+    /// Broadcast: slot 0 and all of every right input (every partition
+    /// shares them); partitioned: slot `partition` and right partition
+    /// `partition` only, which must exist (partition counts equal on all
+    /// sides, as the co-partitioned requirement makes them).
+    pub(crate) fn for_partition(
+        &self,
+        name: &str,
+        left: &Arc<dyn ExecutionPlan>,
+        partition: usize,
+        rights: &[Arc<dyn ExecutionPlan>],
+    ) -> Result<(&S, Vec<Arc<dyn ExecutionPlan>>)> {
+        let n = left.output_partitioning().partition_count();
+        if partition >= n {
+            return internal_err!(
+                "{name}: partition {partition} out of range ({n} partitions)"
+            );
+        }
+        let mut slot = 0;
+        let mut read = Vec::with_capacity(rights.len());
+        for r in rights {
+            let (s, right) = right_for_partition(name, self.mode(), r, partition, n)?;
+            slot = s;
+            read.push(right);
+        }
+        Ok((&self.slots[slot], read))
+    }
 }
 
 /// Partition `partition` of `input`, seen as a plan of one partition: what
@@ -346,7 +519,7 @@ impl ExecutionPlan for OnePartition {
 /// partition shares them); partitioned, slot `partition` and right
 /// partition `partition` only, which must exist (`left_partitions` equal
 /// on both sides, as the co-partitioned requirement makes them).
-pub(crate) fn right_for_partition(
+fn right_for_partition(
     name: &str,
     distribution: JoinDistribution,
     right: &Arc<dyn ExecutionPlan>,

@@ -19,13 +19,10 @@ mod plan;
 mod time;
 mod timeline;
 
-pub(crate) use build::BuiltTimeline;
+pub(crate) use build::{BuiltTimeline, SharedBuild, drain_partitions};
 pub(crate) use cursor::{Found, MergeCursor};
 pub use distribution::{DistributionSetting, JoinDistribution};
-pub(crate) use distribution::{
-    PartitionKeys, hash_keys, input_requirements, partitioned_properties,
-    right_for_partition,
-};
+pub(crate) use distribution::{KeyedRight, TemporalDistribution};
 pub(crate) use plan::{left_preserving_properties, ordered_by};
 pub(crate) use time::{array_is_non_decreasing, tick_array};
 // Row-by-row forms, kept for the temporal joins that read times as options.

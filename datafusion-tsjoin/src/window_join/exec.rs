@@ -7,17 +7,13 @@ use super::spec::{TimeScale, WindowJoinSettings, WindowJoinSpec};
 use super::stream::{SharedState, StreamArgs, window_join_stream};
 use super::streaming::{StreamingArgs, StreamingShared, streaming_stream};
 use crate::kernels::KernelSet;
-use crate::temporal::{
-    JoinDistribution, PartitionKeys, hash_keys, input_requirements,
-    partitioned_properties, right_for_partition,
-};
+use crate::temporal::{JoinDistribution, KeyedRight, TemporalDistribution};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning, PhysicalSortExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_expr::PhysicalSortExpr;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
@@ -26,6 +22,15 @@ use datafusion::physical_plan::{
 };
 use std::fmt;
 use std::sync::Arc;
+
+/// One state slot of a [`WindowJoinExec`] execution.
+#[derive(Debug)]
+struct Slot {
+    /// The right index and the pool of join tasks.
+    shared: Arc<SharedState>,
+    /// The streaming path's right side.
+    streaming: Arc<StreamingShared>,
+}
 
 /// Physical WINDOW JOIN.
 ///
@@ -53,16 +58,11 @@ pub struct WindowJoinExec {
     kernels: KernelSet,
     /// `Some(left order known)` when the streaming path runs.
     streaming: Option<bool>,
-    /// Broadcast or partitioned.
-    distribution: JoinDistribution,
-    /// The hash keys both inputs are partitioned on (partitioned only).
-    partition_keys: Option<PartitionKeys>,
-    /// The streaming path's right side, per slot like `shared`.
-    streaming_shared: Vec<Arc<StreamingShared>>,
-    /// The right index and the pool of join tasks, shared by the
-    /// partitions of one execution: one slot when broadcast, one per
-    /// partition (its own right partition's index) when partitioned.
-    shared: Vec<Arc<SharedState>>,
+    /// Broadcast or partitioned, the hash keys, and the execution state
+    /// shared by the partitions of one execution: one slot when broadcast,
+    /// one per partition (its own right partition's index) when
+    /// partitioned.
+    distribution: TemporalDistribution<Slot>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -110,8 +110,10 @@ impl WindowJoinExec {
             fields,
             left.schema().metadata().clone(),
         ));
-        let cache = Arc::new(Self::compute_properties(&left, &schema));
-        let mut exec = Self {
+        let cache = Arc::new(crate::temporal::left_preserving_properties(&left, &schema));
+        let distribution =
+            TemporalDistribution::broadcast(Self::slot_maker(&left, settings));
+        Ok(Self {
             left,
             right,
             spec,
@@ -120,15 +122,10 @@ impl WindowJoinExec {
             fast,
             kernels: KernelSet::choose(settings.simd),
             streaming,
-            distribution: JoinDistribution::Broadcast,
-            partition_keys: None,
-            streaming_shared: vec![],
-            shared: vec![],
+            distribution,
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
-        };
-        exec.reset_slots();
-        Ok(exec)
+        })
     }
 
     /// The operator in `distribution` mode. Partitioned needs equality keys
@@ -140,71 +137,60 @@ impl WindowJoinExec {
     ///     .with_distribution(JoinDistribution::Partitioned)?;
     /// ```
     pub fn with_distribution(mut self, distribution: JoinDistribution) -> Result<Self> {
-        self.partition_keys = match distribution {
-            JoinDistribution::Broadcast => None,
-            JoinDistribution::Partitioned => hash_keys(
-                &self.spec.left_keys,
-                &self.spec.right_keys,
-                &self.left.schema(),
-                &self.right.schema(),
-            )?,
+        let right = KeyedRight {
+            left_keys: &self.spec.left_keys,
+            right_keys: &self.spec.right_keys,
+            input: &self.right,
         };
-        self.distribution = match self.partition_keys {
-            Some(_) => JoinDistribution::Partitioned,
-            None => JoinDistribution::Broadcast,
-        };
-        let mut props = Self::compute_properties(&self.left, &self.schema);
-        if let Some(keys) = &self.partition_keys {
-            let n = self.left.output_partitioning().partition_count();
-            props = partitioned_properties(props, keys, n);
-        }
-        self.cache = Arc::new(props);
-        self.reset_slots();
+        let make_slot = Self::slot_maker(&self.left, self.settings);
+        self.distribution =
+            TemporalDistribution::new(distribution, &self.left, &[right], make_slot)?;
+        self.cache = Arc::new(self.distribution.properties(&self.left, &self.schema));
         Ok(self)
     }
 
     /// The mode this operator runs in.
     pub fn distribution(&self) -> JoinDistribution {
-        self.distribution
+        self.distribution.mode()
     }
 
-    /// Fresh per-execution state: one slot when broadcast, one per
-    /// partition when partitioned (whose task pools share the workers).
-    fn reset_slots(&mut self) {
-        let partitions = self.left.output_partitioning().partition_count();
-        let (slots, permits, floor) = match self.distribution {
-            JoinDistribution::Broadcast => (1, self.settings.workers, partitions),
-            JoinDistribution::Partitioned => {
-                (partitions.max(1), self.slot_settings().workers, 1)
-            }
-        };
-        self.shared = (0..slots)
-            .map(|_| Arc::new(SharedState::new(permits, floor)))
-            .collect();
-        self.streaming_shared = (0..slots).map(|_| Arc::default()).collect();
-    }
-
-    /// The settings one partition's stream runs with: partitioned, the
-    /// workers are shared out over the partitions (each builds and joins
-    /// its own keys).
-    fn slot_settings(&self) -> WindowJoinSettings {
-        match self.distribution {
-            JoinDistribution::Broadcast => self.settings,
-            JoinDistribution::Partitioned => {
-                let n = self.left.output_partitioning().partition_count().max(1);
-                WindowJoinSettings {
-                    workers: self.settings.workers.div_ceil(n).max(1),
-                    ..self.settings
+    /// Makes fresh per-execution state slots for a join over `left`: one
+    /// slot when broadcast, one per partition when partitioned (whose
+    /// task pools share the workers).
+    fn slot_maker(
+        left: &Arc<dyn ExecutionPlan>,
+        settings: WindowJoinSettings,
+    ) -> impl FnMut(JoinDistribution) -> Slot + use<> {
+        let partitions = left.output_partitioning().partition_count();
+        move |mode| {
+            let (permits, floor) = match mode {
+                JoinDistribution::Broadcast => (settings.workers, partitions),
+                JoinDistribution::Partitioned => {
+                    (slot_settings(settings, mode, partitions).workers, 1)
                 }
+            };
+            Slot {
+                shared: Arc::new(SharedState::new(permits, floor)),
+                streaming: Arc::default(),
             }
         }
+    }
+
+    /// The settings one partition's stream runs with (see
+    /// [`slot_settings`]).
+    fn slot_settings(&self) -> WindowJoinSettings {
+        let n = self.left.output_partitioning().partition_count();
+        slot_settings(self.settings, self.distribution(), n)
     }
 
     /// The same operator over `left` and `right` (whose properties are the
     /// current children's), with fresh execution state: no right index yet
     /// and new metrics.
     fn fresh(&self, left: Arc<dyn ExecutionPlan>, right: Arc<dyn ExecutionPlan>) -> Self {
-        let mut exec = Self {
+        let distribution = self
+            .distribution
+            .fresh(&left, Self::slot_maker(&left, self.settings));
+        Self {
             left,
             right,
             spec: Arc::clone(&self.spec),
@@ -213,15 +199,10 @@ impl WindowJoinExec {
             fast: self.fast.clone(),
             kernels: self.kernels,
             streaming: self.streaming,
-            distribution: self.distribution,
-            partition_keys: self.partition_keys.clone(),
-            streaming_shared: vec![],
-            shared: vec![],
+            distribution,
             metrics: ExecutionPlanMetricsSet::new(),
             cache: Arc::clone(&self.cache),
-        };
-        exec.reset_slots();
-        exec
+        }
     }
 
     /// The shared specification (expressions, bounds, aggregates).
@@ -233,7 +214,7 @@ impl WindowJoinExec {
     /// shows it: the setting, but at least one per left partition.
     fn permits(&self) -> usize {
         let n = self.left.output_partitioning().partition_count();
-        match self.distribution {
+        match self.distribution() {
             JoinDistribution::Broadcast => self.settings.workers.max(n),
             JoinDistribution::Partitioned => self.slot_settings().workers * n.max(1),
         }
@@ -285,26 +266,6 @@ impl WindowJoinExec {
     /// Right input.
     pub fn right(&self) -> &Arc<dyn ExecutionPlan> {
         &self.right
-    }
-
-    fn compute_properties(
-        left: &Arc<dyn ExecutionPlan>,
-        schema: &SchemaRef,
-    ) -> PlanProperties {
-        // Left columns keep their indices, so the left orderings still hold.
-        let left_eq = left.equivalence_properties();
-        let orderings: Vec<_> = left_eq.oeq_class().iter().cloned().collect();
-        let eq = EquivalenceProperties::new_with_orderings(Arc::clone(schema), orderings);
-        let partitioning = match left.output_partitioning() {
-            Partitioning::Hash(_, n) => Partitioning::UnknownPartitioning(*n),
-            p => p.clone(),
-        };
-        PlanProperties::new(
-            eq,
-            partitioning,
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        )
     }
 
     /// `path=…` as EXPLAIN shows it: `streaming (left order known|checked;
@@ -359,7 +320,7 @@ impl DisplayAs for WindowJoinExec {
                     self.path(),
                     self.permits()
                 )?;
-                write!(f, ", distribution={}", self.distribution.as_str())
+                write!(f, ", distribution={}", self.distribution().as_str())
             }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "on=[{}]", on.join(", "))?;
@@ -367,7 +328,7 @@ impl DisplayAs for WindowJoinExec {
                 writeln!(f, "prevailing={}", s.prevailing.as_str())?;
                 writeln!(f, "path={}", self.path())?;
                 writeln!(f, "workers={}", self.permits())?;
-                write!(f, "distribution={}", self.distribution.as_str())
+                write!(f, "distribution={}", self.distribution().as_str())
             }
         }
     }
@@ -386,8 +347,7 @@ impl ExecutionPlan for WindowJoinExec {
         // Broadcast: left stays partitioned; every right partition is
         // drained once into the shared index (built in parallel).
         // Partitioned: both sides hash-partitioned on the keys, alike.
-        let right = self.partition_keys.iter().map(|k| k.right.clone());
-        input_requirements(self.partition_keys.as_ref(), &right.collect::<Vec<_>>(), 2)
+        self.distribution.input_requirements(2)
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
@@ -399,7 +359,7 @@ impl ExecutionPlan for WindowJoinExec {
         // parallelism comes from the per-partition task pool instead.
         // Partitioned: asking for the hash repartitions even over
         // single-partition inputs is what spreads the keys.
-        vec![self.distribution == JoinDistribution::Partitioned; 2]
+        self.distribution.benefits_from_input_partitioning(2)
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
@@ -426,7 +386,7 @@ impl ExecutionPlan for WindowJoinExec {
             ChildrenPropertiesMode::Keep => Ok(Arc::new(self.fresh(left, right))),
             ChildrenPropertiesMode::Recompute => Ok(Arc::new(
                 Self::try_new(left, right, Arc::clone(&self.spec), self.settings)?
-                    .with_distribution(self.distribution)?,
+                    .with_distribution(self.distribution())?,
             )),
         }
     }
@@ -454,21 +414,15 @@ impl ExecutionPlan for WindowJoinExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let n = self.left.output_partitioning().partition_count();
-        if partition >= n {
-            return internal_err!(
-                "WindowJoinExec: partition {partition} out of range ({n} partitions)"
-            );
-        }
         // Broadcast: every partition shares slot 0 and the whole right
         // side; partitioned: partition p has its slot and right partition p.
-        let (slot, right) = right_for_partition(
+        let (slot, mut rights) = self.distribution.for_partition(
             "WindowJoinExec",
-            self.distribution,
-            &self.right,
+            &self.left,
             partition,
-            n,
+            std::slice::from_ref(&self.right),
         )?;
+        let right = rights.remove(0);
         let settings = self.slot_settings();
         if let (Some(plan), Some(_)) = (&self.fast, self.streaming) {
             return Ok(streaming_stream(StreamingArgs {
@@ -479,7 +433,7 @@ impl ExecutionPlan for WindowJoinExec {
                 kernels: self.kernels,
                 settings,
                 schema: Arc::clone(&self.schema),
-                shared: Arc::clone(&self.streaming_shared[slot]),
+                shared: Arc::clone(&slot.streaming),
                 metrics: WindowJoinMetrics::new(&self.metrics, partition),
                 context,
             }));
@@ -492,7 +446,7 @@ impl ExecutionPlan for WindowJoinExec {
             kernels: self.kernels,
             settings,
             schema: Arc::clone(&self.schema),
-            shared: Arc::clone(&self.shared[slot]),
+            shared: Arc::clone(&slot.shared),
             metrics: WindowJoinMetrics::new(&self.metrics, partition),
             context,
         }))
@@ -500,5 +454,22 @@ impl ExecutionPlan for WindowJoinExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+/// The settings one partition's stream of a join over `partitions` left
+/// partitions runs with in `mode`: partitioned, the workers are shared out
+/// over the partitions (each builds and joins its own keys).
+fn slot_settings(
+    settings: WindowJoinSettings,
+    mode: JoinDistribution,
+    partitions: usize,
+) -> WindowJoinSettings {
+    match mode {
+        JoinDistribution::Broadcast => settings,
+        JoinDistribution::Partitioned => WindowJoinSettings {
+            workers: settings.workers.div_ceil(partitions.max(1)).max(1),
+            ..settings
+        },
     }
 }

@@ -5,7 +5,7 @@
 
 use super::join::{Lane, RightSide, Walker};
 use crate::kernels::KernelSet;
-use crate::temporal::{Timeline, TimelineBuild};
+use crate::temporal::{Timeline, TimelineBuild, drain_partitions};
 use crate::window_join::build::{IndexBuild, RightIndex, build_right_index};
 use crate::window_join::eval::batch_referenced_size;
 use crate::window_join::fast::FastPlan;
@@ -16,15 +16,12 @@ use crate::window_join::spec::{WindowJoinSettings, WindowJoinSpec};
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result, exec_err};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    ExecutionPlan, ExecutionPlanProperties, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
 use std::time::Instant;
@@ -80,47 +77,30 @@ async fn build(
     let _timer = metrics.build_time.timer();
     let reservation = MemoryConsumer::new("WindowJoinExec[streaming right]")
         .register(context.memory_pool());
-    let partitions = right.output_partitioning().partition_count();
-    let tasks: Vec<SpawnedTask<Result<Vec<RecordBatch>>>> = (0..partitions)
-        .map(|p| {
-            let stream = right.execute(p, Arc::clone(&context));
-            let filter = spec.right_filter.clone();
-            SpawnedTask::spawn(async move {
-                stream?
-                    .map(|b| {
-                        let b = b?;
-                        match &filter {
-                            None => Ok(b),
-                            Some(f) => {
-                                let mask = f.evaluate(&b)?.into_array(b.num_rows())?;
-                                let Some(mask) = mask.as_boolean_opt() else {
-                                    return exec_err!(
-                                        "WINDOW JOIN ON condition must be boolean, got {}",
-                                        mask.data_type()
-                                    );
-                                };
-                                Ok(filter_record_batch(&b, mask)?)
-                            }
-                        }
-                    })
-                    .try_collect::<Vec<_>>()
-                    .await
-            })
-        })
-        .collect();
-    let mut batches = vec![];
-    for t in tasks {
-        let part = t
-            .join()
-            .await
-            .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
-        for b in &part {
-            // Slices of one table share its buffers: count what each
-            // references, not the whole buffers once per slice.
-            reservation.try_grow(batch_referenced_size(b))?;
+    let filter = spec.right_filter.clone();
+    let apply_filter = move |b: RecordBatch| match &filter {
+        None => Ok(b),
+        Some(f) => {
+            let mask = f.evaluate(&b)?.into_array(b.num_rows())?;
+            let Some(mask) = mask.as_boolean_opt() else {
+                return exec_err!(
+                    "WINDOW JOIN ON condition must be boolean, got {}",
+                    mask.data_type()
+                );
+            };
+            Ok(filter_record_batch(&b, mask)?)
         }
-        batches.extend(part);
-    }
+    };
+    // Slices of one table share its buffers: count what each references,
+    // not the whole buffers once per slice.
+    let batches = drain_partitions(
+        &right,
+        &context,
+        &reservation,
+        batch_referenced_size,
+        apply_filter,
+    )
+    .await?;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     metrics.build_input_rows.add(rows);
     // The concatenated copy, then the sequence vectors.
