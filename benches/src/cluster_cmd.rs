@@ -7,12 +7,10 @@
 //! the best of `runs`. Answers are cross-checked; the table gives the
 //! times and the cluster/local ratios.
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Float64Type};
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
+use datafusion_tsjoin::testing::text::rows_as_text;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -42,33 +40,6 @@ pub struct ClusterArgs {
 const GROUP_BY: &str = "SELECT sym, count(*) AS n, avg(bid) AS bid, max(ask) AS ask \
     FROM prices GROUP BY sym ORDER BY sym";
 
-/// An answer as comparable text: one line per row, doubles to 9
-/// significant digits (a cluster sums partial results in another order, so
-/// the last digits of an `avg` may differ from the local one).
-fn canonical(batches: &[RecordBatch]) -> Result<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = String::new();
-    for b in batches {
-        let formatters = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        for row in 0..b.num_rows() {
-            for (c, f) in b.columns().iter().zip(&formatters) {
-                if c.data_type() == &DataType::Float64 && c.is_valid(row) {
-                    let v = c.as_primitive::<Float64Type>().value(row);
-                    write!(out, "{v:.8e}|").unwrap();
-                } else {
-                    write!(out, "{}|", f.value(row)).unwrap();
-                }
-            }
-            out.push('\n');
-        }
-    }
-    Ok(out)
-}
-
 /// Best time of `runs` runs, and the last answer as text.
 async fn best(ctx: &SessionContext, sql: &str, runs: usize) -> Result<(f64, String)> {
     let mut best = f64::MAX;
@@ -77,7 +48,9 @@ async fn best(ctx: &SessionContext, sql: &str, runs: usize) -> Result<(f64, Stri
         let start = Instant::now();
         let batches = ctx.tsjoin_sql(sql).await?.collect().await?;
         best = best.min(start.elapsed().as_secs_f64());
-        answer = canonical(&batches)?;
+        // Doubles to 9 significant digits: a cluster sums partial results
+        // in another order, so an `avg`'s last digits may differ.
+        answer = rows_as_text(&batches, Some(9))?.join("\n");
     }
     Ok((best, answer))
 }
@@ -140,7 +113,11 @@ pub async fn run_cluster(args: ClusterArgs) -> Result<()> {
         }
     }
     std::fs::create_dir_all(&args.out)?;
-    let name = args.data.file_name().and_then(|n| n.to_str()).unwrap_or("data");
+    let name = args
+        .data
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("data");
     let path = args.out.join(format!("cluster-{name}.md"));
     std::fs::write(&path, &table)?;
     println!("{table}");

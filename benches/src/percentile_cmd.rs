@@ -434,7 +434,10 @@ async fn scaling(args: &PercentileArgs) -> Result<()> {
                 same &= answer == base.1;
                 write!(cells, " {:.0} ({:.1}x) |", s * 1e3, base.0 / s).unwrap();
             }
-            println!("| {g} | {input} |{cells} {} |", if same { "yes" } else { "**no**" });
+            println!(
+                "| {g} | {input} |{cells} {} |",
+                if same { "yes" } else { "**no**" }
+            );
         }
     }
     Ok(())

@@ -8,28 +8,15 @@
 
 use ballista_core::extension::SessionConfigExt;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::Result;
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_tsjoin::testing::text::rows_as_text;
 use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
 use std::sync::Arc;
 
 fn sorted_rows(batches: &[RecordBatch]) -> Result<Vec<String>> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = vec![];
-    for b in batches {
-        let formatters = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        for r in 0..b.num_rows() {
-            let cells: Vec<String> =
-                formatters.iter().map(|f| f.value(r).to_string()).collect();
-            rows.push(cells.join("|"));
-        }
-    }
+    let mut rows = rows_as_text(batches, None)?;
     rows.sort();
     Ok(rows)
 }

@@ -12,10 +12,10 @@
 use ballista_core::extension::SessionConfigExt;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::Result;
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use datafusion_tsjoin::testing::text::rows_as_text;
 use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
 use sqllogictest::{QueryExpect, Record, StatementExpect};
 use std::path::{Path, PathBuf};
@@ -94,31 +94,7 @@ fn canonical(batches: &[RecordBatch]) -> Result<(Vec<DataType>, Vec<String>)> {
                 .collect()
         })
         .unwrap_or_default();
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = vec![];
-    for b in batches {
-        let formatters = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        for r in 0..b.num_rows() {
-            let cells: Vec<String> = formatters
-                .iter()
-                .zip(b.columns())
-                .map(|(f, c)| {
-                    let text = f.value(r).to_string();
-                    match c.data_type() {
-                        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
-                            text.parse::<f64>().map_or(text, |v| format!("{v:.8e}"))
-                        }
-                        _ => text,
-                    }
-                })
-                .collect();
-            rows.push(cells.join("|"));
-        }
-    }
+    let mut rows = rows_as_text(batches, Some(9))?;
     rows.sort();
     Ok((types, rows))
 }

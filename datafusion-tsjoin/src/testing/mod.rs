@@ -2,9 +2,10 @@
 //! a small deterministic random generator ([`Rng`]), the naive references
 //! of WINDOW JOIN ([`reference`]), ASOF JOIN ([`asof`]), HORIZON JOIN
 //! ([`horizon`]) and `approx_percentile` ([`percentile`]), the
-//! differential cases ([`verify`]) and the SQL generator of the fuzzer
-//! ([`fuzz`]). Not part of the query engine; kept small and dependency-free
-//! so that a test and a long run by command check the same thing.
+//! differential cases ([`verify`]), the SQL generator of the fuzzer
+//! ([`fuzz`]) and answers as comparable text ([`text`]). Not part of the
+//! query engine; kept small and dependency-free so that a test and a long
+//! run by command check the same thing.
 //!
 //! A new operator joins the harnesses by adding its reference next to
 //! [`reference::window_join`] (and a random shape with its SQL) and its
@@ -24,6 +25,7 @@ pub mod horizon;
 pub mod percentile;
 pub mod reference;
 mod rng;
+pub mod text;
 pub mod verify;
 
 pub use rng::Rng;

@@ -117,24 +117,37 @@ pub fn reference_double(values: &[f64], p: f64, precision: usize) -> Option<f64>
 /// assert!(double_error(&[-1.0], 1).is_some());
 /// ```
 pub fn double_error(values: &[f64], precision: usize) -> Option<&'static str> {
+    double_errors(values, precision).into_iter().next()
+}
+
+/// Every reason of [`double_error`] that `values` give. Which one a query
+/// reports depends on the order the values arrive in (a range already too
+/// wide fails before a later negative value is seen), so a reference
+/// accepts any of them.
+///
+/// ```
+/// use datafusion_tsjoin::testing::percentile::double_errors;
+/// assert_eq!(double_errors(&[2.0e17, 235.3, -1.0], 4).len(), 2);
+/// assert!(double_errors(&[1.0, 2.0], 1).is_empty());
+/// ```
+pub fn double_errors(values: &[f64], precision: usize) -> Vec<&'static str> {
+    let mut errors = vec![];
     if values.iter().any(|v| *v < 0.0) {
-        return Some("Negative values cannot be recorded");
+        errors.push("Negative values cannot be recorded");
     }
     if values.iter().any(|v| *v > 2f64.powi(1022)) {
-        return Some("Values above 4.49423283715579E307 cannot be recorded");
+        errors.push("Values above 4.49423283715579E307 cannot be recorded");
     }
     let pos = values.iter().copied().filter(|v| *v > 0.0);
-    let (Some(lo), Some(hi)) = (pos.clone().reduce(f64::min), pos.reduce(f64::max))
-    else {
-        return None;
-    };
-    let m = M[precision] as i32;
-    let k = exponent(lo) - (m - 1);
-    // The largest value's integer must stay below 2^63.
-    if k < -1022 || exponent(hi) - k >= 63 {
-        return Some("Cannot resize histogram covered range");
+    if let (Some(lo), Some(hi)) = (pos.clone().reduce(f64::min), pos.reduce(f64::max)) {
+        let m = M[precision] as i32;
+        let k = exponent(lo) - (m - 1);
+        // The largest value's integer must stay below 2^63.
+        if k < -1022 || exponent(hi) - k >= 63 {
+            errors.push("Cannot resize histogram covered range");
+        }
     }
-    None
+    errors
 }
 
 /// One row of the percentile case's table `g`.
@@ -373,7 +386,7 @@ impl PctCall {
 
     /// The answer over `rows` (one group), as text; Err for values the
     /// histogram rejects.
-    fn answer(&self, rows: &[&PctRow]) -> Result<String, &'static str> {
+    fn answer(&self, rows: &[&PctRow]) -> Result<String, Vec<&'static str>> {
         let precision = self.precision.unwrap_or(1) as usize;
         let answers: Vec<Option<f64>> = match self.column {
             PctColumn::X | PctColumn::N => {
@@ -385,7 +398,7 @@ impl PctCall {
                     })
                     .collect();
                 if v.iter().any(|x| *x < 0) {
-                    return Err("Histogram recorded value cannot be negative.");
+                    return Err(vec!["Histogram recorded value cannot be negative."]);
                 }
                 self.ps
                     .iter()
@@ -401,8 +414,9 @@ impl PctCall {
                     })
                     .filter(|v| v.is_finite())
                     .collect();
-                if let Some(e) = double_error(&v, precision) {
-                    return Err(e);
+                let errors = double_errors(&v, precision);
+                if !errors.is_empty() {
+                    return Err(errors);
                 }
                 self.ps
                     .iter()
@@ -524,6 +538,7 @@ impl PctShape {
         let mut errors: Vec<&'static str> = groups
             .values()
             .flat_map(|m| self.calls.iter().filter_map(|c| c.answer(m).err()))
+            .flatten()
             .collect();
         if self.form == PctForm::Global {
             let all: Vec<&PctRow> = rows.iter().collect();
@@ -531,6 +546,7 @@ impl PctShape {
                 .calls
                 .iter()
                 .filter_map(|c| c.answer(&all).err())
+                .flatten()
                 .collect();
         }
         if !errors.is_empty() {
@@ -539,10 +555,7 @@ impl PctShape {
             return Err(errors);
         }
         let answers = |members: &[&PctRow]| -> Result<Vec<String>, Vec<&'static str>> {
-            self.calls
-                .iter()
-                .map(|c| c.answer(members).map_err(|e| vec![e]))
-                .collect()
+            self.calls.iter().map(|c| c.answer(members)).collect()
         };
         let key = |k: Option<i64>| k.map_or("NULL".to_string(), |k| k.to_string());
         let mut out = vec![];
