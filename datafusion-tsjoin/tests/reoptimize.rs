@@ -101,3 +101,47 @@ async fn tail_answers_survive_a_second_optimization() {
     }
     assert!(tails > 0, "no query planned a TailExec");
 }
+
+/// QuestDB's `LIMIT -n` over files without a designated timestamp takes
+/// the last rows in file order, then row order, also when the files are
+/// read as several partitions (the tail reads an unordered input partition
+/// after partition). Under `tsjoin.distributed` (cluster sessions) the tail
+/// asks for one merged input partition instead, and keeps every row.
+#[tokio::test]
+async fn tail_of_unordered_files_keeps_file_order_locally() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = context(1);
+    for f in 0..4 {
+        let path = dir.path().join(format!("part-{f}.parquet"));
+        writer
+            .tsjoin_sql(&format!(
+                "COPY (SELECT {f} * 100 + value AS id FROM generate_series(1, 50)) \
+                 TO '{}'",
+                path.display()
+            ))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
+    for partitions in 1..=4 {
+        let ctx = context(partitions);
+        crate::support::register_dir(&ctx, "t", dir.path()).await;
+        let rows = crate::support::query_rows(&ctx, "SELECT id FROM t LIMIT -3").await;
+        assert_eq!(rows, [["348"], ["349"], ["350"]], "{partitions} partitions");
+        let rows =
+            crate::support::query_rows(&ctx, "SELECT id FROM t LIMIT -52, -49").await;
+        assert_eq!(rows, [["249"], ["250"], ["301"]], "{partitions} partitions");
+
+        ctx.tsjoin_sql("SET tsjoin.distributed = true")
+            .await
+            .unwrap();
+        let plan = crate::support::physical_plan(&ctx, "SELECT id FROM t LIMIT -3").await;
+        assert_eq!(tails_read_one_partition(&plan), 1);
+        let mut rows =
+            crate::support::query_rows(&ctx, "SELECT id FROM t LIMIT -200").await;
+        rows.sort();
+        assert_eq!(rows.len(), 200, "{partitions} partitions, distributed");
+    }
+}
