@@ -83,13 +83,7 @@ async fn tail_answers_survive_a_second_optimization() {
         .await
         .unwrap();
         for sql in queries {
-            let plan = ctx
-                .tsjoin_sql(sql)
-                .await
-                .unwrap()
-                .create_physical_plan()
-                .await
-                .unwrap();
+            let plan = crate::support::physical_plan(&ctx, sql).await;
             tails += tails_read_one_partition(&plan);
             let want = sorted_rows(&ctx, Arc::clone(&plan)).await;
             assert!(!want.is_empty(), "{sql}");
