@@ -4,8 +4,10 @@
 //! prices, run locally and on in-process clusters of 1 and 2 executors
 //! (a scheduler and executors started by this process on loopback ports,
 //! as `tsjoin-cli scheduler` / `executor` would run them), each query
-//! the best of `runs`. Answers are cross-checked; the table gives the
-//! times and the cluster/local ratios.
+//! the best of `runs`. q1 runs on the cluster in both distributions of
+//! the temporal joins: partitioned (a cluster's `auto`) and broadcast;
+//! locally in the session's default (broadcast). Answers are
+//! cross-checked; the table gives the times and the cluster/local ratios.
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
@@ -79,7 +81,16 @@ async fn cluster_session(
 
 /// Runs the comparison and writes `out/cluster.md`.
 pub async fn run_cluster(args: ClusterArgs) -> Result<()> {
-    let queries = [("WINDOW JOIN q1", QUERIES[0].2), ("GROUP BY sym", GROUP_BY)];
+    // (name, SQL, the cluster's `tsjoin.temporal_join_distribution`)
+    let queries = [
+        ("WINDOW JOIN q1, cluster partitioned", QUERIES[0].2, "auto"),
+        (
+            "WINDOW JOIN q1, cluster broadcast",
+            QUERIES[0].2,
+            "broadcast",
+        ),
+        ("GROUP BY sym", GROUP_BY, "auto"),
+    ];
     let machine = super::machine();
     let mut table = format!(
         "Local vs in-process Ballista clusters, data {}, {} ({} cores), best of {} runs. \
@@ -95,7 +106,14 @@ pub async fn run_cluster(args: ClusterArgs) -> Result<()> {
         let local = session(&args.data, threads, true, &[]).await?;
         let url = tsjoin_ballista::start_local_cluster(executors, args.tasks).await?;
         let remote = cluster_session(&args, &url, threads).await?;
-        for (name, sql) in queries {
+        for (name, sql, distribution) in queries {
+            remote
+                .tsjoin_sql(&format!(
+                    "SET tsjoin.temporal_join_distribution = {distribution}"
+                ))
+                .await?
+                .collect()
+                .await?;
             let (l, want) = best(&local, sql, args.runs).await?;
             let (c, got) = best(&remote, sql, args.runs).await?;
             if got != want {

@@ -1,14 +1,16 @@
 //! Session settings (`SET tsjoin.…`) and the designated-timestamp registry.
 
-use datafusion::common::config::ConfigExtension;
-use datafusion::common::extensions_options;
+use datafusion::common::config::{
+    ConfigEntry, ConfigExtension, ConfigField, ExtensionOptions, Visit,
+};
+use datafusion::common::config_namespace;
 use datafusion::common::{Result, plan_datafusion_err};
 use datafusion::execution::context::SessionContext;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-extensions_options! {
+config_namespace! {
     /// tsjoin's session settings, set with `SET tsjoin.<name> = <value>` or
     /// through `SessionConfig::options_mut().extensions`.
     ///
@@ -100,6 +102,65 @@ extensions_options! {
 
 impl ConfigExtension for TsJoinOptions {
     const PREFIX: &'static str = "tsjoin";
+}
+
+/// Written by hand rather than with `extensions_options!`, whose `entries`
+/// lists the settings without their `tsjoin.` prefix: Ballista sends a
+/// session's settings to the scheduler and executors as these entries and
+/// sets them there by key, so unprefixed keys were dropped and no
+/// `SET tsjoin.…` reached a cluster. `SHOW ALL` lists them prefixed too.
+///
+/// ```
+/// use datafusion::common::config::ExtensionOptions;
+/// let keys: Vec<String> = datafusion_tsjoin::TsJoinOptions::default()
+///     .entries().into_iter().map(|e| e.key).collect();
+/// assert!(keys.contains(&"tsjoin.distributed".to_string()));
+/// ```
+impl ExtensionOptions for TsJoinOptions {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        ConfigField::set(self, key, value)
+    }
+
+    fn entries(&self) -> Vec<ConfigEntry> {
+        struct Entries(Vec<ConfigEntry>);
+        impl Visit for Entries {
+            fn some<V: std::fmt::Display>(
+                &mut self,
+                key: &str,
+                value: V,
+                description: &'static str,
+            ) {
+                self.0.push(ConfigEntry {
+                    key: key.to_string(),
+                    value: Some(value.to_string()),
+                    description,
+                })
+            }
+
+            fn none(&mut self, key: &str, description: &'static str) {
+                self.0.push(ConfigEntry {
+                    key: key.to_string(),
+                    value: None,
+                    description,
+                })
+            }
+        }
+        let mut entries = Entries(vec![]);
+        self.visit(&mut entries, Self::PREFIX, "");
+        entries.0
+    }
 }
 
 /// Designated timestamp column per table name, shared by a session's

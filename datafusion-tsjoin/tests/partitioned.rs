@@ -319,17 +319,30 @@ async fn keyless_joins_stay_broadcast() {
     );
 }
 
+/// A 3-partition session in forced partitioned mode with random keyed
+/// tables `l` and `r`, each given as (rows, partitions, key type).
+async fn partitioned_tables(
+    seed: u64,
+    l: (usize, usize, KeyType),
+    r: (usize, usize, KeyType),
+) -> SessionContext {
+    let ctx = context(3);
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (name, (rows, parts, key)) in [("l", l), ("r", r)] {
+        let t = keyed_table(&mut rng, rows, parts, key, true);
+        ctx.register_table(name, Arc::new(t)).unwrap();
+    }
+    force_partitioned(&ctx).await;
+    ctx
+}
+
 /// Optimising a partitioned plan again (as a Ballista scheduler does)
 /// changes nothing: the hash repartitions already satisfy the operators.
 #[tokio::test]
 async fn ensure_requirements_is_idempotent_on_partitioned_plans() {
-    let ctx = context(3);
-    let mut rng = StdRng::seed_from_u64(5);
-    let l = keyed_table(&mut rng, 100, 2, KeyType::Dictionary, true);
-    let r = keyed_table(&mut rng, 100, 3, KeyType::Utf8, true);
-    ctx.register_table("l", Arc::new(l)).unwrap();
-    ctx.register_table("r", Arc::new(r)).unwrap();
-    force_partitioned(&ctx).await;
+    let ctx =
+        partitioned_tables(5, (100, 2, KeyType::Dictionary), (100, 3, KeyType::Utf8))
+            .await;
     let state = ctx.state();
     for sql in [WINDOW, ASOF, HORIZON] {
         let plan = physical_plan(&ctx, sql).await;
@@ -346,6 +359,93 @@ async fn ensure_requirements_is_idempotent_on_partitioned_plans() {
             .optimize(again, state.config_options())
             .unwrap();
         assert_eq!(displayable(again.as_ref()).indent(true).to_string(), text);
+    }
+}
+
+/// Ballista's adaptive planner replaces a shuffle stage that produced no
+/// rows with an `EmptyExec`. A partitioned join over it plans as
+/// broadcast, so optimising again adds no shuffle over the empty input
+/// (which Ballista replaced again on every re-plan: the job never ended),
+/// and it still answers: every left row with no match, or no rows.
+#[tokio::test]
+async fn a_known_empty_input_makes_the_join_broadcast() {
+    use datafusion::common::tree_node::TreeNode;
+    use datafusion::physical_plan::empty::EmptyExec;
+    use datafusion::physical_plan::repartition::RepartitionExec;
+    use datafusion::physical_plan::{
+        ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions,
+    };
+    let ctx =
+        partitioned_tables(11, (50, 2, KeyType::Utf8), (50, 2, KeyType::Utf8)).await;
+    let state = ctx.state();
+    for sql in [WINDOW, ASOF, HORIZON] {
+        let plan = physical_plan(&ctx, sql).await;
+        assert!(
+            displayable(plan.as_ref())
+                .indent(true)
+                .to_string()
+                .contains("distribution=partitioned")
+        );
+        for side in [0, 1] {
+            // The join's input `side` (its hash repartition) becomes empty.
+            let emptied = plan
+                .clone()
+                .transform_down(|node| {
+                    use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
+                    let children = node.children();
+                    let is_join =
+                        node.name().ends_with("JoinExec") && children.len() >= 2;
+                    if !is_join
+                        || children[side].downcast_ref::<RepartitionExec>().is_none()
+                    {
+                        return Ok(Transformed::no(node));
+                    }
+                    let mut inputs: Vec<Arc<dyn ExecutionPlan>> =
+                        children.into_iter().cloned().collect();
+                    let n = inputs[side]
+                        .properties()
+                        .output_partitioning()
+                        .partition_count();
+                    inputs[side] = Arc::new(
+                        EmptyExec::new(inputs[side].schema()).with_partitions(n),
+                    );
+                    let options =
+                        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+                    Ok(Transformed::new(
+                        node.replace_children(inputs, options)?,
+                        true,
+                        TreeNodeRecursion::Jump,
+                    ))
+                })
+                .map(|t| t.data)
+                .unwrap();
+            let text = displayable(emptied.as_ref()).indent(true).to_string();
+            assert!(text.contains("distribution=broadcast"), "{sql}\n{text}");
+            let again = EnsureRequirements::new()
+                .optimize(Arc::clone(&emptied), state.config_options())
+                .unwrap();
+            // EnsureRequirements may drop the other side's repartition,
+            // which broadcast does not need, but adds none.
+            let again_text = displayable(again.as_ref()).indent(true).to_string();
+            assert!(
+                again_text.contains("distribution=broadcast"),
+                "{again_text}"
+            );
+            assert!(
+                again_text.matches("RepartitionExec").count()
+                    <= text.matches("RepartitionExec").count(),
+                "no new shuffle over the empty input: {sql}\n{text}\n{again_text}"
+            );
+            let rows: usize = datafusion::physical_plan::collect(again, ctx.task_ctx())
+                .await
+                .unwrap()
+                .iter()
+                .map(|b| b.num_rows())
+                .sum();
+            if side == 0 {
+                assert_eq!(rows, 0, "{sql}: an empty left side answers no rows");
+            }
+        }
     }
 }
 

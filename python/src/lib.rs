@@ -259,11 +259,9 @@ impl PySessionContext {
     /// The value of a session setting, as a string.
     fn get(&self, key: &str) -> PyResult<String> {
         let options = self.ctx.copied_config().options().entries();
-        // Extension entries (`tsjoin.*`) are listed without their prefix.
-        let short = key.split_once('.').map_or(key, |(_, rest)| rest);
         options
             .into_iter()
-            .find(|e| e.key == key || (!key.starts_with("datafusion.") && e.key == short))
+            .find(|e| e.key == key)
             .map(|e| e.value.unwrap_or_default())
             .ok_or_else(|| SQLError::new_err(format!("unknown setting {key}")))
     }

@@ -3,10 +3,11 @@
 
 use crate::codec::{ClusterLogicalCodec, ClusterPhysicalCodec};
 use crate::scheduler::ballista_error;
+use crate::shipping::ClusterQueryPlanner;
 use crate::state::{cluster_config, cluster_state};
 use ballista::prelude::SessionContextExt;
 use ballista_core::config::BallistaConfig;
-use ballista_core::extension::SessionConfigHelperExt;
+use ballista_core::extension::{SessionConfigExt, SessionConfigHelperExt};
 use ballista_core::serde::BallistaCodec;
 use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
 use ballista_scheduler::standalone::new_standalone_scheduler_with_builder;
@@ -54,9 +55,38 @@ pub async fn cluster_context(url: &str, config: SessionConfig) -> Result<Session
     } else {
         config
     };
+    let planner = ClusterQueryPlanner::new(
+        scheduler_http_url(url)?,
+        config.clone().upgrade_for_ballista().ballista_config(),
+        Arc::new(ClusterLogicalCodec::default()),
+    );
+    let config = config.with_ballista_query_planner(Arc::new(planner));
     let ctx = SessionContext::remote_with_state(url, cluster_state(config)?).await?;
     restore_tsjoin_functions(&ctx);
     Ok(ctx)
+}
+
+/// The scheduler's gRPC address for `df://HOST[:PORT]` (Ballista's default
+/// port 50050 when none is given).
+fn scheduler_http_url(url: &str) -> Result<String> {
+    let rest = url.trim_start_matches("df://").trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) => (
+            host,
+            port.parse::<u16>().map_err(|_| {
+                DataFusionError::Configuration(format!(
+                    "cluster address `{url}`: `{port}` is not a port"
+                ))
+            })?,
+        ),
+        None => (rest, 50050),
+    };
+    if host.is_empty() {
+        return Err(DataFusionError::Configuration(format!(
+            "cluster address `{url}`: expected df://HOST:PORT"
+        )));
+    }
+    Ok(format!("http://{host}:{port}"))
 }
 
 /// Ballista's client set-up replaces the session's functions with

@@ -37,6 +37,7 @@ mod client;
 pub mod codec;
 mod executor;
 mod scheduler;
+mod shipping;
 mod state;
 
 pub use client::{cluster_context, start_local_cluster};

@@ -33,7 +33,7 @@ use std::sync::Arc;
 /// use datafusion_tsjoin::TsJoinOptions;
 /// let config = tsjoin_ballista::cluster_config(SessionConfig::new());
 /// let tsjoin = config.options().extensions.get::<TsJoinOptions>().unwrap();
-/// assert!(!tsjoin.newest_first_scan);
+/// assert!(tsjoin.distributed);
 /// ```
 pub fn cluster_config(config: SessionConfig) -> SessionConfig {
     let mut config = config
@@ -47,16 +47,10 @@ pub fn cluster_config(config: SessionConfig) -> SessionConfig {
             .extensions
             .insert(TsJoinOptions::default());
     }
-    // The newest-first scan reads the row groups of every file group of its
-    // scan from its one partition, but does not ask for its input as one
-    // partition: Ballista gives the stage's single task partition 0 of the
-    // scan only, so it read the first file group alone (rows lost; seen
-    // with three files in two partitions). Cluster sessions keep
-    // DataFusion's scan until it does (docs/cluster.md). (The partitioned mode of the temporal
-    // joins stays `auto`, i.e. broadcast, on a cluster: it did not finish
-    // over empty inputs there.)
+    // Plan for tasks that see only their own input partitions (the
+    // newest-first scan over one file group, QuestDB's `LIMIT -n` over one
+    // merged input).
     if let Some(tsjoin) = config.options_mut().extensions.get_mut::<TsJoinOptions>() {
-        tsjoin.newest_first_scan = false;
         tsjoin.distributed = true;
     }
     config

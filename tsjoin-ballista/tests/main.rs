@@ -3,4 +3,5 @@
 
 mod codec;
 mod newest_first;
+mod settings;
 mod slt_on_cluster;

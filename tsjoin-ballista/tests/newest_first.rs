@@ -1,10 +1,10 @@
 //! `ORDER BY ts DESC LIMIT n` with a WHERE and QuestDB's `LIMIT -n` (the
-//! newest-first scan locally; DataFusion's TopK on a cluster, where
-//! `cluster_config` turns the newest-first scan off) over a table of
-//! several Parquet files (1 to 3 scan partitions): cluster answers equal
-//! local ones, alone, under UNION ALL and in a join, with Ballista's
-//! adaptive planner on and off. With the newest-first scan on, the
-//! cluster lost the rows of every file group but the first.
+//! newest-first scan) over a table of several Parquet files (1 to 3 scan
+//! partitions): cluster answers equal local ones, alone, under UNION ALL
+//! and in a join, with Ballista's adaptive planner on and off, and the
+//! cluster plans use the newest-first scan too. Its scan once kept its
+//! file groups on a cluster, where the task saw the first group alone and
+//! lost the rows of the others.
 
 use ballista_core::extension::SessionConfigExt;
 use datafusion::arrow::array::RecordBatch;
@@ -82,11 +82,22 @@ async fn compare(url: &str, partitions: usize, adaptive: bool) -> Result<()> {
         "SELECT a.ts, a.x, b.x FROM (SELECT * FROM t WHERE x > 50 LIMIT -5) a \
          JOIN (SELECT * FROM t WHERE x > 20 LIMIT -40) b ON a.ts = b.ts",
     ];
-    let mut newest_first = 0;
+    let (mut newest_first, mut on_cluster) = (0, 0);
     for sql in queries {
         let plan = local.tsjoin_sql(sql).await?.create_physical_plan().await?;
         if plan_text(&plan).contains("NewestFirstTopKExec") {
             newest_first += 1;
+        }
+        let explained = remote
+            .tsjoin_sql(&format!("EXPLAIN {sql}"))
+            .await?
+            .collect()
+            .await?;
+        if rows_as_text(&explained, None)?
+            .iter()
+            .any(|r| r.contains("NewestFirstTopKExec"))
+        {
+            on_cluster += 1;
         }
         let want = sorted_rows(&local.tsjoin_sql(sql).await?.collect().await?)?;
         assert!(!want.is_empty(), "{sql}");
@@ -100,6 +111,11 @@ async fn compare(url: &str, partitions: usize, adaptive: bool) -> Result<()> {
         newest_first,
         queries.len(),
         "a query ran without the newest-first scan"
+    );
+    assert_eq!(
+        on_cluster,
+        queries.len(),
+        "a cluster plan has no newest-first scan ({partitions} partitions, adaptive={adaptive})"
     );
     Ok(())
 }

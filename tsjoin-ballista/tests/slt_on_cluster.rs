@@ -11,7 +11,7 @@
 
 use ballista_core::extension::SessionConfigExt;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
@@ -19,6 +19,7 @@ use datafusion_tsjoin::testing::text::rows_as_text;
 use datafusion_tsjoin::{TsJoinContextExt, tsjoin_context};
 use sqllogictest::{QueryExpect, Record, StatementExpect};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The suites whose queries run on the cluster.
 const SUITES: &[&str] = &[
@@ -35,24 +36,7 @@ const SUITES: &[&str] = &[
 /// Queries known to fail on the cluster: (suite, line, adaptive planner
 /// on?, why). Each is a gap to close (docs/cluster.md lists them); the test
 /// fails on any other failure, and reports a listed one that passes.
-const KNOWN_GAPS: &[(&str, u32, Option<bool>, &str)] = &[
-    (
-        "horizon_join.slt",
-        284,
-        None,
-        "WHERE FALSE leaves an EmptyRelation under the HORIZON JOIN node; \
-         datafusion-proto does not carry an EmptyRelation's schema, so the scheduler \
-         cannot decode the plan",
-    ),
-    (
-        "limit.slt",
-        239,
-        None,
-        "LIMIT -n under ORDER BY an expression: the scheduler cannot decode the \
-         plan (Schema error: No field named \"y2.i % Int64(64)\"; valid fields are \
-         y2.i, y2.ts): the sort refers to the ORDER BY expression by its column name",
-    ),
-];
+const KNOWN_GAPS: &[(&str, u32, Option<bool>, &str)] = &[];
 
 fn known_gap(suite: &str, line: u32, adaptive: bool) -> Option<&'static str> {
     KNOWN_GAPS
@@ -75,25 +59,23 @@ impl sqllogictest::ColumnType for AnyType {
     }
 }
 
-/// A result as comparable text: column types, then rows sorted (floats to
-/// 9 significant digits, since a cluster sums partial results in another
+/// A result as comparable text: column types (of the plan, so that an
+/// empty answer's columns count too), then rows sorted (floats to 9
+/// significant digits, since a cluster sums partial results in another
 /// order).
-fn canonical(batches: &[RecordBatch]) -> Result<(Vec<DataType>, Vec<String>)> {
-    let types = batches
-        .first()
-        .map(|b| {
-            b.schema()
-                .fields()
-                .iter()
-                // Cluster sessions read strings as Utf8 (Ballista's
-                // defaults), local ones as Utf8View: the same values.
-                .map(|f| match f.data_type() {
-                    DataType::Utf8View => DataType::Utf8,
-                    t => t.clone(),
-                })
-                .collect()
+fn canonical(
+    (schema, batches): &(SchemaRef, Vec<RecordBatch>),
+) -> Result<(Vec<DataType>, Vec<String>)> {
+    let types = schema
+        .fields()
+        .iter()
+        // Cluster sessions read strings as Utf8 (Ballista's defaults),
+        // local ones as Utf8View: the same values.
+        .map(|f| match f.data_type() {
+            DataType::Utf8View => DataType::Utf8,
+            t => t.clone(),
         })
-        .unwrap_or_default();
+        .collect();
     let mut rows = rows_as_text(batches, Some(9))?;
     rows.sort();
     Ok((types, rows))
@@ -153,8 +135,15 @@ fn statement_kind(sql: &str) -> &'static str {
     }
 }
 
-async fn collect(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>> {
-    ctx.tsjoin_sql(sql).await?.collect().await
+/// Runs `sql`: the schema of its physical plan and its batches.
+async fn collect(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let plan = ctx.tsjoin_sql(sql).await?.create_physical_plan().await?;
+    let batches =
+        datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    Ok((plan.schema(), batches))
 }
 
 /// Runs one suite; returns (queries compared, failures as (line, text)).
@@ -170,6 +159,18 @@ async fn run_suite(
         config().with_ballista_adaptive_query_planner(adaptive),
     )
     .await?;
+    // `TSJOIN_SLT_SET="tsjoin.x = y; ..."` starts both sessions with
+    // these settings.
+    for set in std::env::var("TSJOIN_SLT_SET")
+        .unwrap_or_default()
+        .split(';')
+    {
+        if !set.trim().is_empty() {
+            for ctx in [&local, &remote] {
+                collect(ctx, &format!("SET {set}")).await?;
+            }
+        }
+    }
     let dir = tempfile::tempdir()?;
     let mut generation = 0;
     let records = sqllogictest::parse_file::<AnyType>(file)
@@ -228,7 +229,7 @@ async fn run_suite(
                     for ctx in [&local, &remote] {
                         let plan = collect(ctx, &format!("EXPLAIN {sql}")).await;
                         let text = plan
-                            .map(|b| {
+                            .map(|(_, b)| {
                                 datafusion::arrow::util::pretty::pretty_format_batches(&b)
                                     .map(|t| t.to_string())
                                     .unwrap_or_default()
@@ -353,6 +354,6 @@ impl log::Log for DebugLog {
 fn debug_log() {
     if let Ok(t) = std::env::var("TSJOIN_SLT_LOG") {
         let _ = log::set_logger(Box::leak(Box::new(DebugLog(t))));
-        log::set_max_level(log::LevelFilter::Debug);
+        log::set_max_level(log::LevelFilter::Trace);
     }
 }

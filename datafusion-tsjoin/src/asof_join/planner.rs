@@ -59,15 +59,10 @@ impl ExtensionPlanner for AsofJoinPlanner {
             left_filter: c.filter.as_ref().map(|f| phys(f, ls)).transpose()?,
         };
         let options = session.config_options();
-        let distribution = options
-            .extensions
-            .get::<crate::config::TsJoinOptions>()
-            .map(|o| o.temporal_join_distribution)
-            .unwrap_or_default()
-            .choose(
-                !spec.left_keys.is_empty(),
-                options.execution.target_partitions,
-            );
+        let distribution = crate::window_join::DistributionSetting::for_session(
+            options,
+            !spec.left_keys.is_empty(),
+        );
         Ok(Some(Arc::new(
             AsofJoinExec::try_new(
                 Arc::clone(&physical_inputs[0]),

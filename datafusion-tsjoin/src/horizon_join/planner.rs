@@ -67,12 +67,8 @@ impl ExtensionPlanner for HorizonJoinPlanner {
         };
         let options = session.config_options();
         let keyed = spec.rights.iter().all(|r| !r.left_keys.is_empty());
-        let distribution = options
-            .extensions
-            .get::<crate::config::TsJoinOptions>()
-            .map(|o| o.temporal_join_distribution)
-            .unwrap_or_default()
-            .choose(keyed, options.execution.target_partitions);
+        let distribution =
+            crate::window_join::DistributionSetting::for_session(options, keyed);
         Ok(Some(Arc::new(
             HorizonJoinExec::try_new(
                 Arc::clone(&physical_inputs[0]),

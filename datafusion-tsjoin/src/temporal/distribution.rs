@@ -19,13 +19,14 @@
 
 use super::plan::left_preserving_properties;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
-use datafusion::common::config::{ConfigField, Visit};
+use datafusion::common::config::{ConfigField, ConfigOptions, Visit};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::binary::comparison_coercion;
 use datafusion::physical_expr::expressions::CastExpr;
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
     InputDistributionRequirements, PhysicalExpr, PlanProperties,
@@ -102,25 +103,41 @@ pub enum DistributionSetting {
 
 impl DistributionSetting {
     /// The mode of a join with `keyed` equality keys whose hash keys could
-    /// be formed, planned for `target_partitions`.
+    /// be formed, in a session that plans for one machine or for a
+    /// `distributed` scheduler (`tsjoin.distributed`).
     ///
-    /// `auto` chooses broadcast: on the reference workload (2 cores) the
-    /// partitioned plan measured slower (its hash repartitions cost more
-    /// than the parallel per-partition builds save; benches/README.md),
-    /// and broadcast keeps the left input's order and partitions.
+    /// `auto` chooses broadcast on one machine: on the reference workload
+    /// (2 cores) the partitioned plan measured slower (its hash
+    /// repartitions cost more than the parallel per-partition builds save;
+    /// benches/README.md), and broadcast keeps the left input's order and
+    /// partitions. On a cluster it chooses partitioned: broadcast makes
+    /// every task read the whole right side, so each executor would hold
+    /// all of it, where partitioned splits it by key across them.
     ///
     /// ```
     /// use datafusion_tsjoin::window_join::{DistributionSetting, JoinDistribution};
     /// let p = DistributionSetting::Partitioned;
-    /// assert_eq!(p.choose(true, 4), JoinDistribution::Partitioned);
-    /// assert_eq!(p.choose(false, 4), JoinDistribution::Broadcast);
+    /// assert_eq!(p.choose(true, false), JoinDistribution::Partitioned);
+    /// assert_eq!(p.choose(false, false), JoinDistribution::Broadcast);
+    /// let auto = DistributionSetting::Auto;
+    /// assert_eq!(auto.choose(true, false), JoinDistribution::Broadcast);
+    /// assert_eq!(auto.choose(true, true), JoinDistribution::Partitioned);
     /// ```
-    pub fn choose(&self, keyed: bool, target_partitions: usize) -> JoinDistribution {
-        let _ = target_partitions;
+    pub fn choose(&self, keyed: bool, distributed: bool) -> JoinDistribution {
         match self {
             Self::Partitioned if keyed => JoinDistribution::Partitioned,
+            Self::Auto if keyed && distributed => JoinDistribution::Partitioned,
             _ => JoinDistribution::Broadcast,
         }
+    }
+
+    /// The mode of a join with `keyed` equality keys under the session's
+    /// settings (`tsjoin.temporal_join_distribution`, `tsjoin.distributed`).
+    pub(crate) fn for_session(options: &ConfigOptions, keyed: bool) -> JoinDistribution {
+        let ts = options.extensions.get::<crate::config::TsJoinOptions>();
+        ts.map(|o| o.temporal_join_distribution)
+            .unwrap_or_default()
+            .choose(keyed, ts.is_some_and(|o| o.distributed))
     }
 }
 
@@ -310,8 +327,18 @@ impl<S> TemporalDistribution<S> {
         rights: &[KeyedRight<'_>],
         make_slot: impl FnMut(JoinDistribution) -> S,
     ) -> Result<Self> {
+        let known_empty = std::iter::once(left)
+            .chain(rights.iter().map(|r| r.input))
+            .any(|p| p.downcast_ref::<EmptyExec>().is_some());
         let keys = match distribution {
             JoinDistribution::Broadcast => None,
+            // An input that is known to be empty needs no partitioning, and
+            // asking for it never finishes on Ballista: its adaptive planner
+            // replaces a stage that produced no rows with an `EmptyExec`,
+            // the hash requirement puts a new shuffle stage over it, and the
+            // next re-plan replaces that one again, forever. Broadcast reads
+            // every input as it is, which is right for any input.
+            JoinDistribution::Partitioned if known_empty => None,
             JoinDistribution::Partitioned => HashKeys::resolve(&left.schema(), rights)?,
         };
         Ok(Self::with_keys(keys, left, make_slot))

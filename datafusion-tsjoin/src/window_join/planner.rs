@@ -217,9 +217,9 @@ impl ExtensionPlanner for WindowJoinPlanner {
             min_max_table_min: ts.window_join_min_max_table_min,
             streaming: ts.window_join_streaming,
         };
-        let distribution = ts.temporal_join_distribution.choose(
+        let distribution = crate::window_join::DistributionSetting::for_session(
+            options,
             !spec.left_keys.is_empty(),
-            options.execution.target_partitions,
         );
         let exec = WindowJoinExec::try_new(
             Arc::clone(&physical_inputs[0]),
