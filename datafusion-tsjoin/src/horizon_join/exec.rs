@@ -9,6 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef}
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
+use datafusion::physical_plan::execution_plan::InvariantLevel;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements,
@@ -236,6 +237,10 @@ impl ExecutionPlan for HorizonJoinExec {
 
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.cache
+    }
+
+    fn check_invariants(&self, check: InvariantLevel) -> Result<()> {
+        self.distribution.check_invariants(self, check)
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {

@@ -27,6 +27,9 @@ use datafusion::logical_expr::binary::comparison_coercion;
 use datafusion::physical_expr::expressions::CastExpr;
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::execution_plan::{
+    InvariantLevel, check_default_invariants,
+};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
     InputDistributionRequirements, PhysicalExpr, PlanProperties,
@@ -417,6 +420,35 @@ impl<S> TemporalDistribution<S> {
                 InputDistributionRequirements::co_partitioned(per_child)
             }
         }
+    }
+
+    /// DataFusion's invariants of `plan`, a join in this mode, at `check`;
+    /// but a partitioned join none of whose inputs is hash-partitioned yet
+    /// is checked only at [`InvariantLevel::Always`].
+    ///
+    /// Such a plan is one the distribution rules have not run on: Ballista's
+    /// adaptive planner first plans a job with only its preparation rules
+    /// and checks it as executable, then inserts the shuffles. DataFusion's
+    /// executable check of a co-partitioned requirement refused that
+    /// first plan for inputs of several partitions (every keyed join over
+    /// a multi-file table). Nothing runs such a plan: the per-input
+    /// `KeyPartitioned` requirements still fail `SanityCheckPlan`, and
+    /// once a shuffle is in place the full check applies again.
+    pub(crate) fn check_invariants<P: ExecutionPlan>(
+        &self,
+        plan: &P,
+        check: InvariantLevel,
+    ) -> Result<()> {
+        let distributed_yet = plan
+            .children()
+            .iter()
+            .any(|c| matches!(c.output_partitioning(), Partitioning::Hash(..)));
+        let check = if self.keys.is_some() && !distributed_yet {
+            InvariantLevel::Always
+        } else {
+            check
+        };
+        check_default_invariants(plan, check)
     }
 
     /// `benefits_from_input_partitioning` of a join with `children` inputs:

@@ -14,6 +14,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalSortExpr;
+use datafusion::physical_plan::execution_plan::InvariantLevel;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
@@ -341,6 +342,10 @@ impl ExecutionPlan for WindowJoinExec {
 
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.cache
+    }
+
+    fn check_invariants(&self, check: InvariantLevel) -> Result<()> {
+        self.distribution.check_invariants(self, check)
     }
 
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
