@@ -1,10 +1,11 @@
 //! A client's `SET tsjoin.*` reaches the scheduler: the cluster plans with
 //! it. (Until tsjoin listed its settings with their prefix, Ballista sent
 //! them under keys the scheduler could not set, and the cluster planned
-//! with its own defaults.) And a keyed join over multi-file tables runs
-//! partitioned on the cluster, with the adaptive planner, to the local
-//! answer (its first plan, before the shuffles, was once refused as not
-//! co-partitioned).
+//! with its own defaults.) A keyed join over multi-file tables answers as
+//! locally on the cluster, broadcast (`auto` under the broadcast
+//! thresholds) and partitioned (its first plan, before the shuffles, was
+//! once refused as not co-partitioned by the adaptive planner); over the
+//! thresholds `auto` partitions.
 
 use datafusion::common::Result;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
@@ -54,7 +55,6 @@ async fn tsjoin_settings_travel_to_the_scheduler() -> Result<()> {
     };
     let want = rows(local.clone()).await?;
     assert_eq!(want.len(), 40);
-    assert_eq!(rows(ctx.clone()).await?, want, "partitioned on the cluster");
     let sql = "EXPLAIN SELECT t.ts, t.qty, q.bid FROM t ASOF JOIN q ON (sym)";
     let plan = |ctx: SessionContext| async move {
         let batches = ctx.tsjoin_sql(sql).await?.collect().await?;
@@ -62,17 +62,50 @@ async fn tsjoin_settings_travel_to_the_scheduler() -> Result<()> {
             rows_as_text(&batches, None)?.join("\n"),
         )
     };
-    // Cluster sessions default to partitioned keyed joins ...
-    let default = plan(ctx.clone()).await?;
-    assert!(default.contains("distribution=partitioned"), "{default}");
-    // ... and the client's SET reaches the scheduler.
-    ctx.tsjoin_sql("SET tsjoin.temporal_join_distribution = broadcast")
-        .await?
-        .collect()
-        .await?;
-    let set = plan(ctx.clone()).await?;
-    assert!(set.contains("distribution=broadcast"), "{set}");
-    assert!(!set.contains("distribution=partitioned"), "{set}");
+    let set = |ctx: SessionContext, setting: &'static str| async move {
+        ctx.tsjoin_sql(&format!("SET {setting}"))
+            .await?
+            .collect()
+            .await?;
+        Ok::<_, datafusion::error::DataFusionError>(())
+    };
+    // A right side under Ballista's broadcast thresholds: `auto` broadcasts.
+    let plan_text = plan(ctx.clone()).await?;
+    assert!(plan_text.contains("distribution=broadcast"), "{plan_text}");
+    assert!(
+        !plan_text.contains("distribution=partitioned"),
+        "{plan_text}"
+    );
     assert_eq!(rows(ctx.clone()).await?, want, "broadcast on the cluster");
+    // The client's SET reaches the scheduler: partitioned, and over
+    // two-partition scans it answers as locally.
+    set(
+        ctx.clone(),
+        "tsjoin.temporal_join_distribution = partitioned",
+    )
+    .await?;
+    let plan_text = plan(ctx.clone()).await?;
+    assert!(
+        plan_text.contains("distribution=partitioned"),
+        "{plan_text}"
+    );
+    assert_eq!(rows(ctx.clone()).await?, want, "partitioned on the cluster");
+    // Over the thresholds (here 0), `auto` partitions on a cluster.
+    set(ctx.clone(), "tsjoin.temporal_join_distribution = auto").await?;
+    set(
+        ctx.clone(),
+        "datafusion.optimizer.hash_join_single_partition_threshold = 0",
+    )
+    .await?;
+    set(
+        ctx.clone(),
+        "datafusion.optimizer.hash_join_single_partition_threshold_rows = 0",
+    )
+    .await?;
+    let plan_text = plan(ctx.clone()).await?;
+    assert!(
+        plan_text.contains("distribution=partitioned"),
+        "{plan_text}"
+    );
     Ok(())
 }

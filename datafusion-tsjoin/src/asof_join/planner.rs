@@ -62,6 +62,7 @@ impl ExtensionPlanner for AsofJoinPlanner {
         let distribution = crate::window_join::DistributionSetting::for_session(
             options,
             !spec.left_keys.is_empty(),
+            &[&physical_inputs[1]],
         );
         Ok(Some(Arc::new(
             AsofJoinExec::try_new(

@@ -67,8 +67,9 @@ impl ExtensionPlanner for HorizonJoinPlanner {
         };
         let options = session.config_options();
         let keyed = spec.rights.iter().all(|r| !r.left_keys.is_empty());
+        let rights: Vec<_> = physical_inputs[1..].iter().collect();
         let distribution =
-            crate::window_join::DistributionSetting::for_session(options, keyed);
+            crate::window_join::DistributionSetting::for_session(options, keyed, &rights);
         Ok(Some(Arc::new(
             HorizonJoinExec::try_new(
                 Arc::clone(&physical_inputs[0]),

@@ -30,6 +30,7 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{
     InvariantLevel, check_default_invariants,
 };
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
     InputDistributionRequirements, PhysicalExpr, PlanProperties,
@@ -106,42 +107,82 @@ pub enum DistributionSetting {
 
 impl DistributionSetting {
     /// The mode of a join with `keyed` equality keys whose hash keys could
-    /// be formed, in a session that plans for one machine or for a
-    /// `distributed` scheduler (`tsjoin.distributed`).
+    /// be formed; `broadcastable` says whether every task may read the
+    /// right side whole (see [`Self::for_session`]).
     ///
-    /// `auto` chooses broadcast on one machine: on the reference workload
-    /// (2 cores) the partitioned plan measured slower (its hash
-    /// repartitions cost more than the parallel per-partition builds save;
+    /// `auto` chooses broadcast where it may: on the reference workload the
+    /// partitioned plan measured slower, locally (its hash repartitions
+    /// cost more than the parallel per-partition builds save) and on an
+    /// in-process cluster (shuffles through files and Arrow Flight;
     /// benches/README.md), and broadcast keeps the left input's order and
-    /// partitions. On a cluster it chooses partitioned: broadcast makes
-    /// every task read the whole right side, so each executor would hold
-    /// all of it, where partitioned splits it by key across them.
+    /// partitions. Where the right side is too big for every task to hold,
+    /// it chooses partitioned.
     ///
     /// ```
     /// use datafusion_tsjoin::window_join::{DistributionSetting, JoinDistribution};
     /// let p = DistributionSetting::Partitioned;
-    /// assert_eq!(p.choose(true, false), JoinDistribution::Partitioned);
-    /// assert_eq!(p.choose(false, false), JoinDistribution::Broadcast);
+    /// assert_eq!(p.choose(true, true), JoinDistribution::Partitioned);
+    /// assert_eq!(p.choose(false, true), JoinDistribution::Broadcast);
     /// let auto = DistributionSetting::Auto;
-    /// assert_eq!(auto.choose(true, false), JoinDistribution::Broadcast);
-    /// assert_eq!(auto.choose(true, true), JoinDistribution::Partitioned);
+    /// assert_eq!(auto.choose(true, true), JoinDistribution::Broadcast);
+    /// assert_eq!(auto.choose(true, false), JoinDistribution::Partitioned);
     /// ```
-    pub fn choose(&self, keyed: bool, distributed: bool) -> JoinDistribution {
+    pub fn choose(&self, keyed: bool, broadcastable: bool) -> JoinDistribution {
         match self {
             Self::Partitioned if keyed => JoinDistribution::Partitioned,
-            Self::Auto if keyed && distributed => JoinDistribution::Partitioned,
+            Self::Auto if keyed && !broadcastable => JoinDistribution::Partitioned,
             _ => JoinDistribution::Broadcast,
         }
     }
 
-    /// The mode of a join with `keyed` equality keys under the session's
-    /// settings (`tsjoin.temporal_join_distribution`, `tsjoin.distributed`).
-    pub(crate) fn for_session(options: &ConfigOptions, keyed: bool) -> JoinDistribution {
+    /// The mode of a join with `keyed` equality keys over `rights` under
+    /// the session's settings (`tsjoin.temporal_join_distribution`).
+    ///
+    /// On one machine the right side may always be broadcast: one index
+    /// is built per process and shared by the partitions. On a cluster
+    /// (`tsjoin.distributed`) every task builds its own, so the right side
+    /// is broadcast only under the thresholds a hash join's build side is
+    /// collected under (`datafusion.optimizer.hash_join_single_partition_threshold`
+    /// and `..._rows`, which Ballista sets from its broadcast-join
+    /// thresholds, 128 MiB and 1M rows), judged from the inputs'
+    /// statistics; without statistics it is not.
+    pub(crate) fn for_session(
+        options: &ConfigOptions,
+        keyed: bool,
+        rights: &[&Arc<dyn ExecutionPlan>],
+    ) -> JoinDistribution {
         let ts = options.extensions.get::<crate::config::TsJoinOptions>();
+        let distributed = ts.is_some_and(|o| o.distributed);
+        let broadcastable = !distributed
+            || rights
+                .iter()
+                .all(|r| under_broadcast_thresholds(r, options));
         ts.map(|o| o.temporal_join_distribution)
             .unwrap_or_default()
-            .choose(keyed, ts.is_some_and(|o| o.distributed))
+            .choose(keyed, broadcastable)
     }
+}
+
+/// Whether `plan`'s statistics put it under the session's thresholds for
+/// collecting a hash join's build side: its bytes when known, else its
+/// rows; false when neither is.
+fn under_broadcast_thresholds(
+    plan: &Arc<dyn ExecutionPlan>,
+    options: &ConfigOptions,
+) -> bool {
+    let Ok(stats) =
+        StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new())
+    else {
+        return false;
+    };
+    let limits = &options.optimizer;
+    if let Some(&bytes) = stats.total_byte_size.get_value() {
+        return bytes <= limits.hash_join_single_partition_threshold;
+    }
+    if let Some(&rows) = stats.num_rows.get_value() {
+        return rows <= limits.hash_join_single_partition_threshold_rows;
+    }
+    false
 }
 
 impl FromStr for DistributionSetting {

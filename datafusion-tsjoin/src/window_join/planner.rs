@@ -220,6 +220,7 @@ impl ExtensionPlanner for WindowJoinPlanner {
         let distribution = crate::window_join::DistributionSetting::for_session(
             options,
             !spec.left_keys.is_empty(),
+            &[&physical_inputs[1]],
         );
         let exec = WindowJoinExec::try_new(
             Arc::clone(&physical_inputs[0]),
