@@ -5,8 +5,9 @@
 //! (a scheduler and executors started by this process on loopback ports,
 //! as `tsjoin-cli scheduler` / `executor` would run them), each query
 //! the best of `runs`. q1 runs on the cluster in both distributions of
-//! the temporal joins: partitioned (a cluster's `auto`) and broadcast;
-//! locally in the session's default (broadcast). Answers are
+//! the temporal joins, partitioned and broadcast (the table notes which
+//! one a cluster's `auto` picks for this data); locally in the session's
+//! default (broadcast). Answers are
 //! cross-checked; the table gives the times and the cluster/local ratios.
 
 use datafusion::error::{DataFusionError, Result};
@@ -83,7 +84,7 @@ async fn cluster_session(
 pub async fn run_cluster(args: ClusterArgs) -> Result<()> {
     // (name, SQL, the cluster's `tsjoin.temporal_join_distribution`)
     let queries = [
-        ("WINDOW JOIN q1, cluster partitioned", QUERIES[0].2, "auto"),
+        ("WINDOW JOIN q1, cluster partitioned", QUERIES[0].2, "partitioned"),
         (
             "WINDOW JOIN q1, cluster broadcast",
             QUERIES[0].2,
@@ -129,6 +130,28 @@ pub async fn run_cluster(args: ClusterArgs) -> Result<()> {
             eprintln!("{row}");
             writeln!(table, "{row}").unwrap();
         }
+    }
+    // Which distribution a cluster's `auto` picks for q1 over this data.
+    if let Some(&executors) = args.executors.last() {
+        let url = tsjoin_ballista::start_local_cluster(executors, args.tasks).await?;
+        let remote = cluster_session(&args, &url, executors * args.tasks).await?;
+        let plan = remote
+            .tsjoin_sql(&format!("EXPLAIN {}", QUERIES[0].2))
+            .await?
+            .collect()
+            .await?;
+        let text = rows_as_text(&plan, None)?.join("\n");
+        let auto = if text.contains("distribution=partitioned") {
+            "partitioned"
+        } else {
+            "broadcast"
+        };
+        writeln!(
+            table,
+            "\nA cluster's `auto` runs q1 over this data {auto} (the prices against the \
+             hash-join broadcast thresholds)."
+        )
+        .unwrap();
     }
     std::fs::create_dir_all(&args.out)?;
     let name = args
