@@ -84,7 +84,11 @@ async fn cluster_session(
 pub async fn run_cluster(args: ClusterArgs) -> Result<()> {
     // (name, SQL, the cluster's `tsjoin.temporal_join_distribution`)
     let queries = [
-        ("WINDOW JOIN q1, cluster partitioned", QUERIES[0].2, "partitioned"),
+        (
+            "WINDOW JOIN q1, cluster partitioned",
+            QUERIES[0].2,
+            "partitioned",
+        ),
         (
             "WINDOW JOIN q1, cluster broadcast",
             QUERIES[0].2,
