@@ -185,7 +185,15 @@ async fn memory_limit_matrix() {
             ctx.tsjoin_sql(&setup).await.unwrap();
             ctx.tsjoin_sql(&set).await.unwrap();
             let plan = physical_plan(&ctx, sql).await;
-            let cell = match collect(Arc::clone(&plan), ctx.task_ctx()).await {
+            // A query that stops making progress under the limit is a
+            // failure naming it, not a hung test.
+            let run = collect(Arc::clone(&plan), ctx.task_ctx());
+            let result = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+                .await
+                .unwrap_or_else(|_| {
+                    panic!("{name} under {limit}: no answer within 120 s")
+                });
+            let cell = match result {
                 Ok(batches) => {
                     let mut got = cells(&batches);
                     got.sort();
