@@ -156,3 +156,26 @@ pub async fn start_local_cluster(
     }
     Ok(format!("df://localhost:{}", address.port()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::scheduler_http_url;
+
+    #[test]
+    fn cluster_addresses_map_to_the_scheduler_or_a_clear_error() {
+        assert_eq!(
+            scheduler_http_url("df://host:5000").unwrap(),
+            "http://host:5000"
+        );
+        assert_eq!(
+            scheduler_http_url("df://host").unwrap(),
+            "http://host:50050"
+        );
+        let bad = scheduler_http_url("df://host:port")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("`port` is not a port"), "{bad}");
+        let empty = scheduler_http_url("df://:5000").unwrap_err().to_string();
+        assert!(empty.contains("expected df://HOST:PORT"), "{empty}");
+    }
+}

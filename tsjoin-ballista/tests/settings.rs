@@ -46,21 +46,23 @@ async fn tsjoin_settings_travel_to_the_scheduler() -> Result<()> {
             c.set_designated_timestamp(name, "ts")?;
         }
     }
-    let query = "SELECT t.ts, t.qty, q.bid FROM t ASOF JOIN q ON (sym)";
-    let rows = |c: SessionContext| async move {
-        let batches = c.tsjoin_sql(query).await?.collect().await?;
+    // `sql`'s rows as text, sorted.
+    let rows_of = |c: SessionContext, sql: &'static str| async move {
+        let batches = c.tsjoin_sql(sql).await?.collect().await?;
         let mut rows = rows_as_text(&batches, None)?;
         rows.sort();
         Ok::<_, datafusion::error::DataFusionError>(rows)
     };
+    let query = "SELECT t.ts, t.qty, q.bid FROM t ASOF JOIN q ON (sym)";
+    let rows = |c: SessionContext| rows_of(c, query);
     let want = rows(local.clone()).await?;
     assert_eq!(want.len(), 40);
-    let sql = "EXPLAIN SELECT t.ts, t.qty, q.bid FROM t ASOF JOIN q ON (sym)";
-    let plan = |ctx: SessionContext| async move {
-        let batches = ctx.tsjoin_sql(sql).await?.collect().await?;
-        Ok::<_, datafusion::error::DataFusionError>(
-            rows_as_text(&batches, None)?.join("\n"),
-        )
+    let plan = |c: SessionContext| async move {
+        let explained = rows_of(
+            c,
+            "EXPLAIN SELECT t.ts, t.qty, q.bid FROM t ASOF JOIN q ON (sym)",
+        );
+        Ok::<_, datafusion::error::DataFusionError>(explained.await?.join("\n"))
     };
     let set = |ctx: SessionContext, setting: &'static str| async move {
         ctx.tsjoin_sql(&format!("SET {setting}"))

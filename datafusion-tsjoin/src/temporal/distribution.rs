@@ -163,9 +163,10 @@ impl DistributionSetting {
     }
 }
 
-/// Whether `plan`'s statistics put it under the session's thresholds for
+/// Whether `plan`'s statistics put it below the session's thresholds for
 /// collecting a hash join's build side: its bytes when known, else its
-/// rows; false when neither is.
+/// rows; false when neither is (DataFusion's `JoinSelection` rule, which
+/// keeps this test private).
 fn under_broadcast_thresholds(
     plan: &Arc<dyn ExecutionPlan>,
     options: &ConfigOptions,
@@ -177,10 +178,10 @@ fn under_broadcast_thresholds(
     };
     let limits = &options.optimizer;
     if let Some(&bytes) = stats.total_byte_size.get_value() {
-        return bytes <= limits.hash_join_single_partition_threshold;
+        return bytes < limits.hash_join_single_partition_threshold;
     }
     if let Some(&rows) = stats.num_rows.get_value() {
-        return rows <= limits.hash_join_single_partition_threshold_rows;
+        return rows < limits.hash_join_single_partition_threshold_rows;
     }
     false
 }
@@ -480,11 +481,12 @@ impl<S> TemporalDistribution<S> {
         plan: &P,
         check: InvariantLevel,
     ) -> Result<()> {
-        let distributed_yet = plan
-            .children()
-            .iter()
-            .any(|c| matches!(c.output_partitioning(), Partitioning::Hash(..)));
-        let check = if self.keys.is_some() && !distributed_yet {
+        let before_shuffles = self.keys.is_some()
+            && !plan
+                .children()
+                .iter()
+                .any(|c| matches!(c.output_partitioning(), Partitioning::Hash(..)));
+        let check = if before_shuffles {
             InvariantLevel::Always
         } else {
             check
