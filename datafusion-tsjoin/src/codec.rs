@@ -71,6 +71,8 @@ pub const HORIZON_JOIN_TAG: u8 = 0xB5;
 pub const NEWEST_FIRST_TAG: u8 = 0xB8;
 /// First byte of an encoded [`crate::filter_aggregate::FilterAggregateExec`].
 pub const FILTER_AGGREGATE_TAG: u8 = 0xB7;
+/// First byte of an encoded [`crate::join_filter::LipFilterExec`].
+pub const LIP_FILTER_TAG: u8 = 0xB9;
 
 /// Whether `byte` starts a tsjoin encoding: tsjoin reserves the tags
 /// `0xB1..=0xBF` for its nodes, so a codec that wraps these codecs beside
@@ -522,6 +524,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&NEWEST_FIRST_TAG, rest)) = buf.split_first() {
             return crate::newest_first::proto::decode_exec(rest, inputs, ctx, self);
         }
+        if let Some((&LIP_FILTER_TAG, rest)) = buf.split_first() {
+            return crate::join_filter::proto::decode_exec(rest, inputs, ctx, self);
+        }
         if let Some((&TAIL_TAG, rest)) = buf.split_first() {
             let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
             let [input] = inputs else {
@@ -686,6 +691,10 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         {
             buf.push(NEWEST_FIRST_TAG);
             return crate::newest_first::proto::encode_exec(exec, self, buf);
+        }
+        if let Some(exec) = node.downcast_ref::<crate::join_filter::LipFilterExec>() {
+            buf.push(LIP_FILTER_TAG);
+            return crate::join_filter::proto::encode_exec(exec, self, buf);
         }
         if let Some(exec) = node.downcast_ref::<TailExec>() {
             buf.push(TAIL_TAG);

@@ -77,6 +77,11 @@ config_namespace! {
         /// column-vs-literal comparisons in one pass per batch (see
         /// `filter_aggregate`).
         pub filter_aggregate: bool, default = true
+        /// Apply hash joins' filters to the fact rows right after the scan,
+        /// before any hash probe (lookahead information passing, see
+        /// `join_filter`): exact bit filters for integer keys of small range,
+        /// in adaptive order.
+        pub join_filters: bool, default = true
         /// This session's query priority: `high`, `normal`, `low` or an
         /// integer (higher runs first). While a query of higher priority
         /// runs, lower ones pause at batch boundaries (see `priority`).

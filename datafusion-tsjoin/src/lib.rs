@@ -28,6 +28,7 @@ pub mod filter_aggregate;
 pub mod functions;
 pub mod horizon_join;
 pub mod inline_aggregate;
+pub mod join_filter;
 mod kernels;
 pub mod newest_first;
 pub mod offset_topk;

@@ -109,6 +109,9 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             at + 1,
             Arc::new(crate::filter_aggregate::FilterAggregateRule),
         );
+        // After DataFusion's post-optimisation filter pushdown, which puts
+        // the joins' dynamic filters into the scans.
+        rules.insert(at + 2, Arc::new(crate::join_filter::JoinFilterRule));
         self.with_query_planner(Arc::new(TsJoinQueryPlanner))
             .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))
             .with_physical_optimizer_rules(rules)

@@ -12,6 +12,7 @@ mod filter_aggregate;
 mod fuzz;
 mod groupby;
 mod horizon;
+mod join_filter;
 mod lifecycle;
 mod limit_diff;
 mod limits;

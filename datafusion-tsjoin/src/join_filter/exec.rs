@@ -1,0 +1,350 @@
+//! [`LipFilterExec`]: the operator above a fact scan that applies the join
+//! filters of the hash joins it feeds.
+
+use super::filter::{BitFilter, CompiledFilter, PredicateFilter};
+use super::stream::LipFilterStream;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool};
+use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, Literal};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet,
+};
+use datafusion::physical_plan::statistics::ChildStats;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream, Statistics, StatisticsArgs,
+};
+use parking_lot::Mutex;
+use std::fmt;
+use std::sync::Arc;
+
+/// Bit filters never get wider than this many values ...
+pub(crate) const MIN_MAX_BITS: u64 = 1 << 22;
+/// ... unless the scan has more rows than that, up to this many.
+pub(crate) const MAX_MAX_BITS: u64 = 1 << 28;
+
+/// Lookahead information passing (LIP, Quickstep §5.3): drops the rows of
+/// its input (a fact-table scan) that the hash joins above cannot match,
+/// before any of them probes its hash table.
+///
+/// Each filter is a hash join's dynamic filter, which DataFusion already
+/// pushes into the scan but (without `parquet.pushdown_filters`) only uses
+/// to prune row groups. Once a join's build side is done, its filter is
+/// compiled into a bit per key value when the key is an integer of a small
+/// enough range (an exact filter: Quickstep's bit vector) and kept as
+/// DataFusion's predicate otherwise; a filter whose build is not done yet
+/// is skipped, so the operator never waits. All filters are applied to
+/// each batch in adaptive order (see [`super::prober`]). Placed by
+/// [`super::JoinFilterRule`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
+/// use datafusion::datasource::memory::MemorySourceConfig;
+/// use datafusion::physical_plan::collect;
+/// use datafusion::arrow::{array::Int32Array, datatypes::*, record_batch::RecordBatch};
+/// use datafusion_tsjoin::join_filter::LipFilterExec;
+/// use std::sync::Arc;
+/// let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false)]));
+/// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int32Array::from(vec![1, 2]))])?;
+/// let input = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None)?;
+/// // Without join filters it passes its input through.
+/// let lip = LipFilterExec::try_new(input, vec![], 1 << 22)?;
+/// assert_eq!(collect(Arc::new(lip), Default::default()).await?[0].num_rows(), 2);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LipFilterExec {
+    input: Arc<dyn ExecutionPlan>,
+    filters: Vec<JoinFilter>,
+    /// Widest key range compiled into bits.
+    max_bits: u64,
+    /// Each filter compiled once, by the first partition that finds its
+    /// build done, and shared by all.
+    compiled: Arc<[Mutex<Compiled>]>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+/// One join filter: a hash join's dynamic filter, as the scan holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinFilter {
+    pub(crate) expr: Arc<dyn PhysicalExpr>,
+    /// What EXPLAIN calls it: its probe keys.
+    pub(crate) name: String,
+}
+
+impl JoinFilter {
+    fn dynamic(&self) -> &DynamicFilterPhysicalExpr {
+        self.expr
+            .downcast_ref::<DynamicFilterPhysicalExpr>()
+            .expect("join filters are dynamic filters (checked in try_new)")
+    }
+}
+
+/// A filter's compilation state.
+#[derive(Debug, Default)]
+pub(crate) enum Compiled {
+    #[default]
+    NotYet,
+    /// Nothing to apply (the join passed every row).
+    Nothing,
+    Ready(Arc<CompiledFilter>),
+}
+
+impl LipFilterExec {
+    /// An operator over `input` applying `filters`: dynamic filters of hash
+    /// joins over `input`'s columns (an error for another expression).
+    pub fn try_new(
+        input: Arc<dyn ExecutionPlan>,
+        filters: Vec<Arc<dyn PhysicalExpr>>,
+        max_bits: u64,
+    ) -> Result<Self> {
+        let filters = filters
+            .into_iter()
+            .map(|expr| {
+                let Some(dynamic) = expr.downcast_ref::<DynamicFilterPhysicalExpr>()
+                else {
+                    return internal_err!(
+                        "LipFilterExec applies dynamic filters, not {expr}"
+                    );
+                };
+                let name = dynamic
+                    .children()
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                // `k@3` reads better as `k`.
+                let name = strip_indices(&name);
+                Ok(JoinFilter { expr, name })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let compiled = (0..filters.len()).map(|_| Mutex::default()).collect();
+        Ok(Self {
+            input,
+            filters,
+            max_bits,
+            compiled,
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    /// The input.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// The dynamic filters it applies.
+    pub fn filters(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.filters.iter().map(|f| Arc::clone(&f.expr)).collect()
+    }
+
+    /// The widest key range it compiles into bits.
+    pub fn max_bits(&self) -> u64 {
+        self.max_bits
+    }
+
+    /// Filter `i` compiled, or `None` while its join's build runs. Compiles
+    /// it on the first call after the build is done; the bits are
+    /// accounted to `pool` (DataFusion's predicate is used instead when the
+    /// pool refuses them).
+    pub(crate) fn compiled(
+        &self,
+        i: usize,
+        pool: &Arc<dyn MemoryPool>,
+    ) -> Result<Option<Compiled>> {
+        let filter = &self.filters[i];
+        let mut state = self.compiled[i].lock();
+        if let Compiled::NotYet = *state {
+            let dynamic = filter.dynamic();
+            if futures::FutureExt::now_or_never(dynamic.wait_complete()).is_none() {
+                return Ok(None);
+            }
+            *state = compile(
+                dynamic,
+                &self.input.schema(),
+                self.max_bits,
+                pool,
+                &filter.name,
+            )?;
+        }
+        Ok(Some(match &*state {
+            Compiled::NotYet => Compiled::NotYet,
+            Compiled::Nothing => Compiled::Nothing,
+            Compiled::Ready(f) => Compiled::Ready(Arc::clone(f)),
+        }))
+    }
+
+    pub(crate) fn filter_names(&self) -> Vec<String> {
+        self.filters.iter().map(|f| f.name.clone()).collect()
+    }
+}
+
+/// `col@3, x@0` → `col, x`.
+fn strip_indices(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '@' && chars.peek().is_some_and(|d| d.is_ascii_digit()) {
+            while chars.peek().is_some_and(|d| d.is_ascii_digit()) {
+                chars.next();
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A finished dynamic filter as bits or as its predicate.
+fn compile(
+    dynamic: &DynamicFilterPhysicalExpr,
+    input: &Schema,
+    max_bits: u64,
+    pool: &Arc<dyn MemoryPool>,
+    name: &str,
+) -> Result<Compiled> {
+    let predicate = dynamic.current()?;
+    if predicate.downcast_ref::<Literal>().is_some_and(|l| {
+        l.value() == &datafusion::common::ScalarValue::Boolean(Some(true))
+    }) {
+        return Ok(Compiled::Nothing);
+    }
+    if let [key] = dynamic.children().as_slice()
+        && let Some(bits) = BitFilter::try_new(&predicate, key, input, max_bits)?
+    {
+        let reservation =
+            MemoryConsumer::new(format!("LipFilterExec[{name}]")).register(pool);
+        if reservation.try_grow(bits.size()).is_ok() {
+            return Ok(Compiled::Ready(Arc::new(CompiledFilter::Bits(
+                bits.with_reservation(reservation),
+            ))));
+        }
+    }
+    Ok(match PredicateFilter::try_new(&predicate, input)? {
+        Some(p) => Compiled::Ready(Arc::new(CompiledFilter::Predicate(p))),
+        None => Compiled::Nothing,
+    })
+}
+
+impl DisplayAs for LipFilterExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let names = self.filter_names().join("; ");
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "LipFilterExec: join_filters=[{names}]")
+            }
+            DisplayFormatType::TreeRender => write!(f, "join_filters=[{names}]"),
+        }
+    }
+}
+
+impl ExecutionPlan for LipFilterExec {
+    fn name(&self) -> &str {
+        "LipFilterExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        // A subset of the input's rows in the input's order: partitioning,
+        // ordering and equivalences hold.
+        self.input.properties()
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        // At most the input's rows; how many fewer is known only at run time.
+        Ok(Arc::new(input_stats[0].as_ref().clone().to_inexact()))
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        // The joins look for their filter's consumers here.
+        for filter in &self.filters {
+            if f(&filter.expr)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("LipFilterExec expects one child");
+        }
+        Ok(Arc::new(Self::try_new(
+            children.swap_remove(0),
+            self.filters(),
+            self.max_bits,
+        )?))
+    }
+
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        // A re-executed plan's joins do not refill these filters: applying
+        // the old ones would drop rows by the last run's builds.
+        Ok(Arc::new(Self::try_new(
+            Arc::clone(&self.input),
+            vec![],
+            self.max_bits,
+        )?))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, Arc::clone(&context))?;
+        Ok(Box::pin(LipFilterStream::new(
+            input,
+            self.shared(),
+            BaselineMetrics::new(&self.metrics, partition),
+            self.metrics.clone(),
+            partition,
+            Arc::clone(context.memory_pool()),
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+impl LipFilterExec {
+    /// What the streams share: this operator's filters and their
+    /// compilation.
+    fn shared(&self) -> Arc<Self> {
+        Arc::new(Self {
+            input: Arc::clone(&self.input),
+            filters: self.filters.clone(),
+            max_bits: self.max_bits,
+            compiled: Arc::clone(&self.compiled),
+            metrics: self.metrics.clone(),
+        })
+    }
+}

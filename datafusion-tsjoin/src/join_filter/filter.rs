@@ -1,0 +1,534 @@
+//! The filters a [`super::LipFilterExec`] applies, compiled from a hash
+//! join's finished dynamic filter, and the kernels that probe them.
+//!
+//! A hash join's dynamic filter is DataFusion's own predicate over the probe
+//! key (`k >= min AND k <= max AND <membership>`, the membership an `IN`
+//! list or a lookup in the join's hash table). Once the build is done it is
+//! a pure function of `k`, so for an integer key whose `[min, max]` range is
+//! small enough it is evaluated once over every value of the range, and the
+//! answers kept as one bit per value: Quickstep's exact bit-vector filter,
+//! probed with a subtraction, a compare and a bit test per row. Other keys
+//! keep DataFusion's predicate ([`CompiledFilter::Predicate`]).
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, BooleanArray, Int64Array, PrimitiveArray, RecordBatch,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Date32Type, Field, Int8Type, Int16Type, Int32Type,
+    Int64Type, Schema, SchemaRef, UInt8Type, UInt16Type, UInt32Type,
+};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::execution::memory_pool::MemoryReservation;
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
+use datafusion::physical_expr::split_conjunction;
+use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
+use datafusion::physical_plan::PhysicalExpr;
+use std::sync::Arc;
+
+/// Key values a bit filter evaluates the join's predicate over per call
+/// while compiling (one batch of the domain).
+const DOMAIN_CHUNK: i64 = 1 << 16;
+
+/// The key's column name while compiling (not a name SQL produces, so it
+/// cannot collide with another column the predicate reads).
+const DOMAIN_KEY: &str = "\u{0}join filter key";
+
+/// A join filter ready to probe: what one dynamic filter became once its
+/// join's build side was done.
+#[derive(Debug)]
+pub(crate) enum CompiledFilter {
+    /// One bit per key value in `[min, max]`.
+    Bits(BitFilter),
+    /// DataFusion's predicate itself (multi-column or non-integer keys,
+    /// ranges too wide for bits, or no memory for them).
+    Predicate(PredicateFilter),
+}
+
+impl CompiledFilter {
+    /// The kind EXPLAIN ANALYZE shows.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Bits(_) => "exact_bits",
+            Self::Predicate(_) => "predicate",
+        }
+    }
+
+    /// Bytes this filter holds beyond DataFusion's own structures.
+    pub(crate) fn size(&self) -> usize {
+        match self {
+            Self::Bits(b) => b.words.len() * 8,
+            Self::Predicate(_) => 0,
+        }
+    }
+
+    /// Keeps, of the rows `sel` lists (ascending), those that pass.
+    pub(crate) fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
+        match self {
+            Self::Bits(b) => b.retain(batch, sel),
+            Self::Predicate(p) => p.retain(batch, sel),
+        }
+    }
+}
+
+/// Quickstep's exact filter: bit `v - min` says whether key `v` passes.
+#[derive(Debug)]
+pub(crate) struct BitFilter {
+    /// The probe key over the operator's input.
+    key: Arc<dyn PhysicalExpr>,
+    min: i64,
+    /// Number of values in `[min, max]`.
+    len: u64,
+    words: Vec<u64>,
+    /// Whether a NULL key passes (null-equal joins whose build side has a
+    /// NULL key).
+    nulls_pass: bool,
+    /// Held while the filter lives: its bits are accounted to the pool.
+    _reservation: Option<MemoryReservation>,
+}
+
+/// A filter that evaluates DataFusion's predicate, on the referenced
+/// columns only (taken at the surviving rows when few survive).
+#[derive(Debug)]
+pub(crate) struct PredicateFilter {
+    /// The predicate over `columns`' projection (column `i` is
+    /// `columns[i]` of the operator's input).
+    expr: Arc<dyn PhysicalExpr>,
+    columns: Vec<usize>,
+    schema: SchemaRef,
+}
+
+impl PredicateFilter {
+    /// `predicate` over `input`, or `None` when it names a column `input`
+    /// lacks.
+    pub(crate) fn try_new(
+        predicate: &Arc<dyn PhysicalExpr>,
+        input: &Schema,
+    ) -> Result<Option<Self>> {
+        let Ok(over_input) = reassign_expr_columns(Arc::clone(predicate), input) else {
+            return Ok(None);
+        };
+        let mut columns: Vec<usize> = collect_columns(&over_input)
+            .iter()
+            .map(|c| c.index())
+            .collect();
+        columns.sort_unstable();
+        let schema = Arc::new(input.project(&columns)?);
+        let expr = reassign_expr_columns(over_input, &schema)?;
+        Ok(Some(Self {
+            expr,
+            columns,
+            schema,
+        }))
+    }
+
+    fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
+        let rows = batch.num_rows();
+        let dense = sel.len() * 4 >= rows;
+        let indices = (!dense).then(|| PrimitiveArray::<UInt32Type>::from(sel.clone()));
+        let arrays = self
+            .columns
+            .iter()
+            .map(|&c| match &indices {
+                None => Ok(Arc::clone(batch.column(c))),
+                Some(i) => {
+                    Ok(datafusion::arrow::compute::take(batch.column(c), i, None)?)
+                }
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let input = RecordBatch::try_new(Arc::clone(&self.schema), arrays)?;
+        let mask = self.expr.evaluate(&input)?.into_array(input.num_rows())?;
+        let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
+            return datafusion::common::internal_err!(
+                "join filter predicate is not boolean"
+            );
+        };
+        // A NULL answer drops the row, as a WHERE would.
+        let pass = |i: usize| mask.is_valid(i) && mask.value(i);
+        let mut w = 0;
+        for r in 0..sel.len() {
+            let row = sel[r];
+            sel[w] = row;
+            w += usize::from(pass(if dense { row as usize } else { r }));
+        }
+        sel.truncate(w);
+        Ok(())
+    }
+}
+
+impl BitFilter {
+    /// Compiles `predicate` (a finished dynamic filter over the single key
+    /// `key`, both over `input`) into bits when `key` is an integer the
+    /// predicate bounds to a range of at most `max_bits` values. `None`:
+    /// not of that shape, or too wide.
+    pub(crate) fn try_new(
+        predicate: &Arc<dyn PhysicalExpr>,
+        key: &Arc<dyn PhysicalExpr>,
+        input: &Schema,
+        max_bits: u64,
+    ) -> Result<Option<Self>> {
+        let (Ok(predicate), Ok(key)) = (
+            reassign_expr_columns(Arc::clone(predicate), input),
+            reassign_expr_columns(Arc::clone(key), input),
+        ) else {
+            return Ok(None);
+        };
+        let key_type = key.data_type(input)?;
+        if !bit_key_type(&key_type) {
+            return Ok(None);
+        }
+        // The predicate as a function of the key alone: the key replaced by
+        // column 0 of a one-column schema. Anything else left means it reads
+        // more than the key.
+        let domain_schema = Arc::new(Schema::new(vec![Field::new(
+            DOMAIN_KEY,
+            key_type.clone(),
+            true,
+        )]));
+        let of_key = Arc::clone(&predicate)
+            .transform_down(|e| {
+                Ok(if e.as_ref() == key.as_ref() {
+                    Transformed::yes(
+                        Arc::new(Column::new(DOMAIN_KEY, 0)) as Arc<dyn PhysicalExpr>
+                    )
+                } else {
+                    Transformed::no(e)
+                })
+            })
+            .data()?;
+        if collect_columns(&of_key)
+            .iter()
+            .any(|c| c.name() != DOMAIN_KEY)
+        {
+            return Ok(None);
+        }
+        let Some((min, max)) = key_bounds(&of_key)? else {
+            return Ok(None);
+        };
+        if max < min {
+            return Ok(None);
+        }
+        let len = (max as i128 - min as i128 + 1) as u64;
+        if len > max_bits {
+            return Ok(None);
+        }
+        let mut words = vec![0u64; len.div_ceil(64) as usize];
+        let mut start = min;
+        while start <= max {
+            let end = start.saturating_add(DOMAIN_CHUNK - 1).min(max);
+            let values: ArrayRef = Arc::new(Int64Array::from_iter_values(start..=end));
+            let values = cast(&values, &key_type)?;
+            let batch = RecordBatch::try_new(Arc::clone(&domain_schema), vec![values])?;
+            let pass = of_key.evaluate(&batch)?.into_array(batch.num_rows())?;
+            let pass = pass
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .ok_or_else(|| {
+                    datafusion::common::internal_datafusion_err!(
+                        "join filter predicate is not boolean"
+                    )
+                })?;
+            for i in 0..pass.len() {
+                if pass.is_valid(i) && pass.value(i) {
+                    let bit = (start - min) as u64 + i as u64;
+                    words[(bit >> 6) as usize] |= 1 << (bit & 63);
+                }
+            }
+            if end == max {
+                break;
+            }
+            start = end + 1;
+        }
+        let null = RecordBatch::try_new(
+            Arc::clone(&domain_schema),
+            vec![datafusion::arrow::array::new_null_array(&key_type, 1)],
+        )?;
+        let null = of_key.evaluate(&null)?.into_array(1)?;
+        let nulls_pass = null
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .is_some_and(|b| b.is_valid(0) && b.value(0));
+        Ok(Some(Self {
+            key,
+            min,
+            len,
+            words,
+            nulls_pass,
+            _reservation: None,
+        }))
+    }
+
+    /// Accounts the bits to `reservation` (already grown by [`Self::size`]).
+    pub(crate) fn with_reservation(mut self, reservation: MemoryReservation) -> Self {
+        self._reservation = Some(reservation);
+        self
+    }
+
+    /// Bytes of bits.
+    pub(crate) fn size(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
+        let keys = self.key.evaluate(batch)?.into_array(batch.num_rows())?;
+        let bits = Bits {
+            min: self.min,
+            len: self.len,
+            words: &self.words,
+            nulls_pass: self.nulls_pass,
+        };
+        macro_rules! probe {
+            ($($t:ty),*) => {
+                $(if let Some(a) = keys.as_any().downcast_ref::<PrimitiveArray<$t>>() {
+                    bits.retain(a, sel);
+                    return Ok(());
+                })*
+            };
+        }
+        probe!(
+            Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type,
+            Date32Type
+        );
+        datafusion::common::internal_err!(
+            "join filter key of type {} has no bit probe",
+            keys.data_type()
+        )
+    }
+}
+
+/// Whether keys of `t` can be probed in bits (their values fit an `i64`).
+fn bit_key_type(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::Date32
+    )
+}
+
+/// `[min, max]` from the conjuncts `key >= min` and `key <= max` of a
+/// predicate over column 0 (`key`), as DataFusion's join filters write them.
+fn key_bounds(predicate: &Arc<dyn PhysicalExpr>) -> Result<Option<(i64, i64)>> {
+    let (mut min, mut max) = (None, None);
+    for conjunct in split_conjunction(predicate) {
+        let Some(b) = conjunct.downcast_ref::<BinaryExpr>() else {
+            continue;
+        };
+        let (Some(_), Some(lit)) = (
+            b.left().downcast_ref::<Column>(),
+            b.right().downcast_ref::<Literal>(),
+        ) else {
+            continue;
+        };
+        let ScalarValue::Int64(Some(v)) = lit.value().cast_to(&DataType::Int64)? else {
+            continue;
+        };
+        match b.op() {
+            Operator::GtEq => min = Some(min.map_or(v, |m: i64| m.max(v))),
+            Operator::LtEq => max = Some(max.map_or(v, |m: i64| m.min(v))),
+            _ => {}
+        }
+    }
+    Ok(min.zip(max))
+}
+
+/// The probe side of a [`BitFilter`], borrowed for one batch.
+struct Bits<'a> {
+    min: i64,
+    len: u64,
+    words: &'a [u64],
+    nulls_pass: bool,
+}
+
+/// Integer key types a bit filter probes (all widen to `i64` exactly).
+trait BitKey: Copy {
+    fn to_i64(self) -> i64;
+}
+
+macro_rules! bit_key {
+    ($($t:ty),*) => {$(impl BitKey for $t {
+        #[inline(always)]
+        fn to_i64(self) -> i64 {
+            self as i64
+        }
+    })*};
+}
+bit_key!(i8, i16, i32, i64, u8, u16, u32);
+
+impl Bits<'_> {
+    /// Keeps the rows of `sel` whose key's bit is set. Branch-free: every
+    /// row is written, and the write position advances only for a kept one.
+    ///
+    /// Invariant: `sel` is ascending and within `keys`.
+    fn retain<T>(&self, keys: &PrimitiveArray<T>, sel: &mut Vec<u32>)
+    where
+        T: ArrowPrimitiveType,
+        T::Native: BitKey,
+    {
+        let values = keys.values();
+        let mut w = 0;
+        match keys.nulls().filter(|n| n.null_count() > 0) {
+            None => {
+                for r in 0..sel.len() {
+                    let row = sel[r];
+                    sel[w] = row;
+                    w += usize::from(self.test(values[row as usize].to_i64()));
+                }
+            }
+            Some(nulls) => {
+                for r in 0..sel.len() {
+                    let row = sel[r];
+                    sel[w] = row;
+                    let keep = if nulls.is_valid(row as usize) {
+                        self.test(values[row as usize].to_i64())
+                    } else {
+                        self.nulls_pass
+                    };
+                    w += usize::from(keep);
+                }
+            }
+        }
+        sel.truncate(w);
+    }
+
+    #[inline(always)]
+    fn test(&self, v: i64) -> bool {
+        // Below `min` wraps to a huge offset, so one compare covers both ends.
+        let off = v.wrapping_sub(self.min) as u64;
+        off < self.len && (self.words[(off >> 6) as usize] >> (off & 63)) & 1 == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::physical_expr::expressions::{InListExpr, col, lit};
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("x", DataType::Utf8, true),
+        ])
+    }
+
+    /// `k >= lo AND k <= hi AND k IN (list)`, DataFusion's filter shape.
+    fn join_filter(lo: i32, hi: i32, list: &[i32]) -> Arc<dyn PhysicalExpr> {
+        let s = schema();
+        let k = col("k", &s).unwrap();
+        let bounds = Arc::new(BinaryExpr::new(
+            Arc::new(BinaryExpr::new(Arc::clone(&k), Operator::GtEq, lit(lo))),
+            Operator::And,
+            Arc::new(BinaryExpr::new(Arc::clone(&k), Operator::LtEq, lit(hi))),
+        ));
+        let list = list.iter().map(|&v| lit(v)).collect();
+        let member = Arc::new(InListExpr::try_new(k, list, false, &s).unwrap());
+        Arc::new(BinaryExpr::new(bounds, Operator::And, member))
+    }
+
+    fn batch(keys: Vec<Option<i32>>) -> RecordBatch {
+        let n = keys.len();
+        RecordBatch::try_new(
+            Arc::new(schema()),
+            vec![
+                Arc::new(PrimitiveArray::<Int32Type>::from(keys)),
+                Arc::new(datafusion::arrow::array::StringArray::from(vec!["a"; n])),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn kept(f: &CompiledFilter, b: &RecordBatch) -> Vec<u32> {
+        let mut sel: Vec<u32> = (0..b.num_rows() as u32).collect();
+        f.retain(b, &mut sel).unwrap();
+        sel
+    }
+
+    #[test]
+    fn bits_and_predicate_agree_with_the_predicate() {
+        let s = schema();
+        let pred = join_filter(3, 40, &[3, 5, 7, 40]);
+        let k = col("k", &s).unwrap();
+        let bits = BitFilter::try_new(&pred, &k, &s, 1 << 20).unwrap().unwrap();
+        assert_eq!(bits.len, 38);
+        let bits = CompiledFilter::Bits(bits);
+        let plain = CompiledFilter::Predicate(
+            PredicateFilter::try_new(&pred, &s).unwrap().unwrap(),
+        );
+        let keys: Vec<Option<i32>> = (-5..60)
+            .map(|v| (v % 11 != 0).then_some(v))
+            .chain([Some(i32::MIN), Some(i32::MAX)])
+            .collect();
+        let b = batch(keys.clone());
+        let want: Vec<u32> = keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| matches!(k, Some(3 | 5 | 7 | 40)))
+            .map(|(i, _)| i as u32)
+            .collect();
+        assert_eq!(kept(&bits, &b), want);
+        assert_eq!(kept(&plain, &b), want);
+        // Starting from a sparse selection (the predicate takes its rows).
+        let mut sel = vec![1, 8, 10, 12, 45];
+        plain.retain(&b, &mut sel).unwrap();
+        let mut sel2 = vec![1, 8, 10, 12, 45];
+        bits.retain(&b, &mut sel2).unwrap();
+        assert_eq!(sel, sel2);
+    }
+
+    #[test]
+    fn too_wide_or_unbounded_keys_are_not_bits() {
+        let s = schema();
+        let k = col("k", &s).unwrap();
+        let pred = join_filter(0, 1_000_000, &[0, 1_000_000]);
+        assert!(BitFilter::try_new(&pred, &k, &s, 1000).unwrap().is_none());
+        assert!(
+            BitFilter::try_new(&pred, &k, &s, 1 << 21)
+                .unwrap()
+                .is_some()
+        );
+        // Membership alone (no bounds): DataFusion's predicate stays.
+        let member: Arc<dyn PhysicalExpr> = Arc::new(
+            InListExpr::try_new(Arc::clone(&k), vec![lit(1)], false, &s).unwrap(),
+        );
+        assert!(
+            BitFilter::try_new(&member, &k, &s, 1 << 20)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn null_keys_follow_the_predicate() {
+        let s = schema();
+        let k = col("k", &s).unwrap();
+        let pred = join_filter(1, 3, &[1, 2, 3]);
+        let with_nulls: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(
+            Arc::new(datafusion::physical_expr::expressions::IsNullExpr::new(
+                Arc::clone(&k),
+            )),
+            Operator::Or,
+            Arc::clone(&pred),
+        ));
+        let b = batch(vec![None, Some(2), Some(9)]);
+        let strict =
+            CompiledFilter::Bits(BitFilter::try_new(&pred, &k, &s, 64).unwrap().unwrap());
+        assert_eq!(kept(&strict, &b), vec![1]);
+        // `k IS NULL OR …` has no top-level bounds: kept as the predicate.
+        assert!(
+            BitFilter::try_new(&with_nulls, &k, &s, 64)
+                .unwrap()
+                .is_none()
+        );
+        let plain = CompiledFilter::Predicate(
+            PredicateFilter::try_new(&with_nulls, &s).unwrap().unwrap(),
+        );
+        assert_eq!(kept(&plain, &b), vec![0, 1]);
+    }
+}

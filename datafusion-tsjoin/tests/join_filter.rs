@@ -1,0 +1,473 @@
+//! Lookahead join filters (`LipFilterExec`): the same answers with and
+//! without them over random star schemas, exact filters that keep exactly
+//! the matching rows, EXPLAIN, memory limits and the codec.
+
+use crate::support::{case_count, cells, contains_operator, limited_context_with};
+use datafusion::arrow::array::{
+    ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_tsjoin::TsJoinContextExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Writes `batch` as Parquet files `dir/part-*.parquet` of `files` parts
+/// with row groups of `group` rows.
+fn write_table(dir: &Path, batch: &RecordBatch, files: usize, group: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let rows = batch.num_rows();
+    let per = rows.div_ceil(files.max(1)).max(1);
+    let mut start = 0;
+    let mut part = 0;
+    loop {
+        let len = per.min(rows - start);
+        let path = dir.join(format!("part-{part}.parquet"));
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(group.max(1)))
+            .build();
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(path).unwrap(),
+            batch.schema(),
+            Some(props),
+        )
+        .unwrap();
+        w.write(&batch.slice(start, len)).unwrap();
+        w.close().unwrap();
+        start += len;
+        part += 1;
+        if start >= rows {
+            break;
+        }
+    }
+}
+
+/// How a random dimension's keys look.
+#[derive(Debug, Clone, Copy)]
+enum Keys {
+    /// 1..=n (bits).
+    Dense,
+    /// Spread over a billion values (DataFusion's predicate).
+    Sparse,
+    /// Strings (DataFusion's predicate).
+    Text,
+    /// 64-bit keys in a dense range far from zero (bits).
+    WideDense,
+}
+
+struct Dim {
+    keys: Keys,
+    /// The key values the dimension holds (with duplicates, maybe none).
+    values: Vec<Option<i64>>,
+}
+
+fn key_array(keys: Keys, values: &[Option<i64>]) -> ArrayRef {
+    match keys {
+        Keys::Dense | Keys::Sparse => Arc::new(Int32Array::from(
+            values
+                .iter()
+                .map(|v| v.map(|v| v as i32))
+                .collect::<Vec<_>>(),
+        )),
+        Keys::WideDense => Arc::new(Int64Array::from(values.to_vec())),
+        Keys::Text => Arc::new(StringArray::from(
+            values
+                .iter()
+                .map(|v| v.map(|v| format!("k{v}")))
+                .collect::<Vec<_>>(),
+        )),
+    }
+}
+
+fn key_type(keys: Keys) -> DataType {
+    match keys {
+        Keys::Dense | Keys::Sparse => DataType::Int32,
+        Keys::WideDense => DataType::Int64,
+        Keys::Text => DataType::Utf8,
+    }
+}
+
+fn random_dim(rng: &mut StdRng) -> Dim {
+    let keys = match rng.random_range(0..4) {
+        0 => Keys::Sparse,
+        1 => Keys::Text,
+        2 => Keys::WideDense,
+        _ => Keys::Dense,
+    };
+    // Empty dimensions now and then.
+    let n = if rng.random_bool(0.1) {
+        0
+    } else {
+        rng.random_range(1..300)
+    };
+    let base = match keys {
+        Keys::WideDense => 5_000_000_000,
+        _ => 1,
+    };
+    let mut values: Vec<Option<i64>> = (0..n)
+        .map(|i| match keys {
+            Keys::Sparse => Some(rng.random_range(0..1_000_000_000)),
+            _ => Some(base + i),
+        })
+        .collect();
+    // Duplicate keys (no primary key) and NULL keys.
+    for _ in 0..rng.random_range(0..3) {
+        if let Some(&v) = values.first() {
+            values.push(v);
+        }
+    }
+    if rng.random_bool(0.3) {
+        values.push(None);
+    }
+    Dim { keys, values }
+}
+
+/// A random star: fact `f(k0.., m)`, dimensions `d0..` with `(k, a)`;
+/// returns the query over it.
+fn random_star(rng: &mut StdRng, dir: &Path) -> String {
+    let dims: Vec<Dim> = (0..rng.random_range(1..=4))
+        .map(|_| random_dim(rng))
+        .collect();
+    let fact_rows = rng.random_range(0..4000);
+    let mut fact_fields = vec![];
+    let mut fact_cols: Vec<ArrayRef> = vec![];
+    for (i, d) in dims.iter().enumerate() {
+        let dim_rows = d.values.len();
+        let attr =
+            Int32Array::from_iter_values((0..dim_rows).map(|_| rng.random_range(0..5)));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", key_type(d.keys), true),
+            Field::new("a", DataType::Int32, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![key_array(d.keys, &d.values), Arc::new(attr)],
+        )
+        .unwrap();
+        write_table(
+            &dir.join(format!("d{i}")),
+            &batch,
+            1,
+            1 + rng.random_range(0..200),
+        );
+        // Fact keys: mostly the dimension's (skewed to a few), some misses,
+        // some NULLs.
+        let present: Vec<i64> = d.values.iter().flatten().copied().collect();
+        let fk: Vec<Option<i64>> = (0..fact_rows)
+            .map(|_| match rng.random_range(0..10) {
+                0 => None,
+                1 => Some(rng.random_range(0..2_000_000_000)),
+                2 | 3 if !present.is_empty() => Some(present[0]),
+                _ if !present.is_empty() => {
+                    Some(present[rng.random_range(0..present.len())])
+                }
+                _ => Some(rng.random_range(0..100)),
+            })
+            .map(|v| match d.keys {
+                Keys::Dense | Keys::Sparse => v.map(|v| v % (i32::MAX as i64)),
+                _ => v,
+            })
+            .collect();
+        fact_fields.push(Field::new(format!("k{i}"), key_type(d.keys), true));
+        fact_cols.push(key_array(d.keys, &fk));
+    }
+    let m = Float64Array::from(
+        (0..fact_rows)
+            .map(|i| match i % 17 {
+                0 => None,
+                1 => Some(f64::NAN),
+                _ => Some(rng.random_range(-100.0..100.0)),
+            })
+            .collect::<Vec<_>>(),
+    );
+    fact_fields.push(Field::new("m", DataType::Float64, true));
+    fact_cols.push(Arc::new(m));
+    let fact =
+        RecordBatch::try_new(Arc::new(Schema::new(fact_fields)), fact_cols).unwrap();
+    let files = rng.random_range(1..4);
+    write_table(&dir.join("f"), &fact, files, 1 + rng.random_range(0..1500));
+
+    // FROM order: the fact anywhere among the dimensions.
+    let mut tables: Vec<String> = (0..dims.len()).map(|i| format!("d{i}")).collect();
+    let at = rng.random_range(0..=tables.len());
+    tables.insert(at, "f".into());
+    let on: Vec<String> = (0..dims.len())
+        .map(|i| format!("f.k{i} = d{i}.k"))
+        .collect();
+    let mut wheres = Vec::new();
+    for i in 0..dims.len() {
+        if rng.random_bool(0.7) {
+            wheres.push(match rng.random_range(0..3) {
+                0 => format!("d{i}.a = {}", rng.random_range(0..5)),
+                1 => format!("d{i}.a < {}", rng.random_range(1..5)),
+                _ => format!("d{i}.a IN (1, 3)"),
+            });
+        }
+    }
+    let predicate = on
+        .into_iter()
+        .chain(wheres)
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    format!(
+        "SELECT d0.a, count(*), sum(f.m), count(f.m) FROM {} WHERE {predicate} \
+         GROUP BY d0.a ORDER BY d0.a",
+        tables.join(", ")
+    )
+}
+
+/// Runs each `;`-separated statement of `sql` to completion.
+async fn exec(ctx: &SessionContext, sql: &str) {
+    for statement in sql.split(';').filter(|s| !s.trim().is_empty()) {
+        ctx.tsjoin_sql(statement)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
+}
+
+async fn register_star(ctx: &SessionContext, dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        crate::support::register_dir(ctx, &name, &entry.path()).await;
+    }
+}
+
+/// The rows of `sql` and whether a `LipFilterExec` ran in its plan with
+/// rows through it.
+async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, bool) {
+    let plan = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+    (cells(&batches), filtered_rows(&plan) > 0)
+}
+
+/// Rows the plan's join filters checked.
+fn filtered_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    let own = if plan.name() == "LipFilterExec" {
+        plan.metrics()
+            .and_then(|m| m.sum_by_name("filter_rows_in"))
+            .map_or(0, |v| v.as_usize())
+    } else {
+        0
+    };
+    own + plan
+        .children()
+        .into_iter()
+        .map(filtered_rows)
+        .sum::<usize>()
+}
+
+fn session(partitions: usize, batch: usize, join_filters: bool) -> SessionContext {
+    let ctx = datafusion_tsjoin::tsjoin_context(
+        SessionConfig::new()
+            .with_target_partitions(partitions)
+            .with_batch_size(batch),
+    );
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .options_mut()
+        .extensions
+        .get_mut::<datafusion_tsjoin::TsJoinOptions>()
+        .expect("tsjoin's options")
+        .join_filters = join_filters;
+    ctx
+}
+
+/// Random star schemas (1–4 dimensions; dense, sparse, 64-bit and string
+/// keys; NULL and duplicate dimension keys; empty dimensions; skewed fact
+/// keys; 1–4 partitions; random batch and row-group sizes; the fact
+/// anywhere in FROM): with join filters, the answer is the one without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_stars_answer_as_without_join_filters() {
+    let cases = case_count("TSJOIN_LIP_CASES", 40);
+    let mut fired = 0;
+    for case in 0..cases {
+        let mut rng = StdRng::seed_from_u64(7000 + case);
+        let dir = tempfile::tempdir().unwrap();
+        let sql = random_star(&mut rng, dir.path());
+        let partitions = rng.random_range(1..=4);
+        let batch = rng.random_range(1..=2000);
+        let with = session(partitions, batch, true);
+        let without = session(partitions, batch, false);
+        register_star(&with, dir.path()).await;
+        register_star(&without, dir.path()).await;
+        let (want, off_fired) = run(&without, &sql).await;
+        let (got, on_fired) = run(&with, &sql).await;
+        assert!(!off_fired, "case {case}: join filters ran while off");
+        assert_eq!(
+            got, want,
+            "case {case} ({partitions} partitions, batch {batch}): {sql}"
+        );
+        fired += usize::from(on_fired);
+    }
+    // The filters must actually have run for the comparison to mean much.
+    assert!(
+        fired * 2 >= cases as usize,
+        "join filters ran in only {fired} of {cases} cases"
+    );
+}
+
+/// Two dense dimensions: EXPLAIN shows the operator, ANALYZE shows exact
+/// bit filters, and the fact rows they keep are exactly the matching ones
+/// (no false positives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_filters_keep_exactly_the_matching_fact_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = session(2, 1000, true);
+    let d = dir.path().display();
+    exec(&ctx, &format!(
+        "COPY (SELECT value AS k1, value % 50 AS k2, value % 7 AS x FROM generate_series(1, 20000)) \
+           TO '{d}/f/a.parquet'; \
+         COPY (SELECT value AS k, value % 10 AS a FROM generate_series(1, 20000)) TO '{d}/d1/a.parquet'; \
+         COPY (SELECT value AS k, value % 5 AS a FROM generate_series(0, 49)) TO '{d}/d2/a.parquet'"
+    ))
+    .await;
+    register_star(&ctx, dir.path()).await;
+    let sql = "SELECT count(*) FROM f, d1, d2 WHERE f.k1 = d1.k AND f.k2 = d2.k AND d1.a = 3 AND d2.a = 0";
+    let plan = crate::support::explained_plan(&ctx, sql).await;
+    assert!(plan.contains("LipFilterExec: join_filters=["), "{plan}");
+    let physical = crate::support::physical_plan(&ctx, sql).await;
+    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
+        .await
+        .unwrap();
+    // k1 % 10 = 3 and k1 % 50 % 5 = 0 never hold together: k1 ≡ 3 (mod 10)
+    // means k1 % 5 = 3.
+    assert_eq!(cells(&batches), vec![vec!["0".to_string()]]);
+    let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
+    let shown = lip.metrics().unwrap().to_string();
+    assert!(shown.contains("kind=exact_bits"), "{shown}");
+    // Exact filters: the fact rows left are exactly those matching both.
+    assert_eq!(lip.metrics().unwrap().output_rows(), Some(0));
+
+    // One filter alone: d1.a = 3 keeps the k1 with k1 % 10 = 3, 2000 rows.
+    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k1 = d1.k WHERE d1.a = 3";
+    let physical = crate::support::physical_plan(&ctx, sql).await;
+    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
+    let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
+    assert_eq!(lip.metrics().unwrap().output_rows(), Some(2000));
+    assert_eq!(
+        lip.metrics()
+            .unwrap()
+            .sum_by_name("filter_rows_in")
+            .map(|v| v.as_usize()),
+        Some(20000)
+    );
+}
+
+fn find<'a>(
+    plan: &'a Arc<dyn ExecutionPlan>,
+    name: &str,
+) -> Option<&'a Arc<dyn ExecutionPlan>> {
+    if plan.name() == name {
+        return Some(plan);
+    }
+    plan.children().into_iter().find_map(|c| find(c, name))
+}
+
+/// Off by setting; on a cluster session; and with Parquet row-level
+/// pushdown (the scan applies the filters itself).
+#[tokio::test]
+async fn where_join_filters_are_not_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = session(2, 1000, true);
+    let d = dir.path().display();
+    exec(&ctx, &format!(
+        "COPY (SELECT value AS k FROM generate_series(1, 100)) TO '{d}/f/a.parquet'; \
+         COPY (SELECT value AS k, value % 3 AS a FROM generate_series(1, 10)) TO '{d}/d1/a.parquet'"
+    ))
+    .await;
+    register_star(&ctx, dir.path()).await;
+    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k = d1.k WHERE d1.a = 1";
+    let has = |ctx: SessionContext| async move {
+        contains_operator(
+            &crate::support::physical_plan(&ctx, sql).await,
+            "LipFilterExec",
+        )
+    };
+    assert!(has(ctx.clone()).await);
+    for set in [
+        "SET tsjoin.join_filters = false",
+        "SET tsjoin.distributed = true",
+        "SET datafusion.execution.parquet.pushdown_filters = true",
+    ] {
+        let ctx = session(2, 1000, true);
+        register_star(&ctx, dir.path()).await;
+        ctx.tsjoin_sql(set).await.unwrap().collect().await.unwrap();
+        assert!(!has(ctx.clone()).await, "{set}");
+        assert_eq!(
+            crate::support::query_rows(&ctx, sql).await,
+            vec![vec!["4".to_string()]]
+        );
+    }
+}
+
+/// Under a memory limit too small for the bits, the filter falls back to
+/// DataFusion's predicate: same answer, no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bits_over_the_memory_limit_fall_back_to_the_predicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let setup = crate::support::context(1);
+    // Keys 1 and 3,000,000: 375 KB of bits, over the 256 KB limit.
+    exec(&setup, &format!(
+            "COPY (SELECT value * 1000 AS k FROM generate_series(1, 5000)) TO '{d}/f/a.parquet'; \
+             COPY (SELECT * FROM (VALUES (1000, 1), (3000000, 1), (2000, 2)) AS t(k, a)) \
+               TO '{d}/d1/a.parquet'"
+        ))
+        .await;
+    let ctx =
+        limited_context_with(256 << 10, SessionConfig::new().with_target_partitions(1));
+    register_star(&ctx, dir.path()).await;
+    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k = d1.k WHERE d1.a = 1";
+    let physical = crate::support::physical_plan(&ctx, sql).await;
+    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(cells(&batches), vec![vec!["2".to_string()]]);
+    let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
+    let shown = lip.metrics().unwrap().to_string();
+    assert!(shown.contains("kind=predicate"), "{shown}");
+    assert_eq!(lip.metrics().unwrap().output_rows(), Some(2));
+}
+
+/// The operator survives tsjoin's codec (as a pass-through where no join
+/// fills its filters).
+#[tokio::test]
+async fn the_operator_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = session(2, 1000, true);
+    let d = dir.path().display();
+    exec(&ctx, &format!(
+        "COPY (SELECT value AS k FROM generate_series(1, 100)) TO '{d}/f/a.parquet'; \
+         COPY (SELECT value AS k, value % 3 AS a FROM generate_series(1, 10)) TO '{d}/d1/a.parquet'"
+    ))
+    .await;
+    register_star(&ctx, dir.path()).await;
+    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k = d1.k WHERE d1.a = 1";
+    let plan = crate::support::physical_plan(&ctx, sql).await;
+    let back = crate::support::physical_round_trip(&plan, &ctx);
+    assert_eq!(
+        crate::support::operator_line(&back, "LipFilterExec"),
+        crate::support::operator_line(&plan, "LipFilterExec")
+    );
+    let rows = cells(&collect(back, ctx.task_ctx()).await.unwrap());
+    assert_eq!(rows, vec![vec!["4".to_string()]]);
+}
