@@ -195,8 +195,8 @@ pub async fn run(
         );
         generate(&dir, trades)?;
     }
-    tables::register(ctx, "trades", &dir.join("trades").to_string_lossy()).await?;
-    tables::register(ctx, "prices", &dir.join("prices").to_string_lossy()).await?;
+    tables::register(ctx, "trades", &dir.join("trades").to_string_lossy(), None).await?;
+    tables::register(ctx, "prices", &dir.join("prices").to_string_lossy(), None).await?;
     println!("-- {SHOWCASE}\n");
     let timed = Options {
         format: Format::Table,

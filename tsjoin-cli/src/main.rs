@@ -93,6 +93,13 @@ struct Cli {
     #[arg(long = "timestamp", value_name = "NAME=COLUMN")]
     timestamps: Vec<String>,
 
+    /// Declare a Parquet table's primary key: NAME=COLUMN[,COLUMN...]
+    /// (not checked: the data must be unique on it). Lets the planner turn
+    /// a join that reads nothing of the table but its key into a semi
+    /// join. Repeatable.
+    #[arg(long = "primary-key", value_name = "NAME=COLUMNS")]
+    primary_keys: Vec<String>,
+
     /// SQL to run (several statements separated by `;`).
     #[arg(long, short = 'c', conflicts_with = "file")]
     command: Option<String>,
@@ -251,7 +258,12 @@ async fn run(mut cli: Cli, threads: usize) -> Result<()> {
         }
         output::FileFormat::of(path)?;
     }
-    contain::contained(tables::register_all(&ctx, &cli.tables, &cli.timestamps)).await?;
+    contain::contained(tables::register_all(
+        &ctx,
+        &cli.tables,
+        &cli.timestamps,
+        &cli.primary_keys,
+    )).await?;
     let sql = match (&cli.command, &cli.file) {
         (Some(c), _) => Some(c.clone()),
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {

@@ -4,6 +4,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
+use datafusion::common::{Constraint, Constraints};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{CsvReadOptions, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
@@ -16,15 +17,27 @@ fn split_pair<'a>(arg: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
         .ok_or_else(|| DataFusionError::Plan(format!("expected {what}, got '{arg}'")))
 }
 
-/// Registers every `NAME=PATH` table and `NAME=COLUMN` designated timestamp.
+/// Registers every `NAME=PATH` table (with its `NAME=COLUMNS` primary key
+/// if one is declared) and `NAME=COLUMN` designated timestamp.
 pub async fn register_all(
     ctx: &SessionContext,
     tables: &[String],
     timestamps: &[String],
+    primary_keys: &[String],
 ) -> Result<()> {
+    let mut keys = std::collections::HashMap::new();
+    for k in primary_keys {
+        let (name, columns) = split_pair(k, "--primary-key NAME=COLUMN[,COLUMN...]")?;
+        if !tables.iter().any(|t| t.split_once('=').is_some_and(|(n, _)| n == name)) {
+            return Err(DataFusionError::Plan(format!(
+                "--primary-key {k}: no --table named {name}"
+            )));
+        }
+        keys.insert(name, columns.split(',').map(str::trim).collect::<Vec<_>>());
+    }
     for t in tables {
         let (name, path) = split_pair(t, "--table NAME=PATH")?;
-        register(ctx, name, path).await?;
+        register(ctx, name, path, keys.get(name).map(Vec::as_slice)).await?;
     }
     for t in timestamps {
         let (name, column) = split_pair(t, "--timestamp NAME=COLUMN")?;
@@ -41,8 +54,14 @@ pub async fn register_all(
     Ok(())
 }
 
-/// Registers one Parquet file, Parquet directory or CSV file as `name`.
-pub async fn register(ctx: &SessionContext, name: &str, path: &str) -> Result<()> {
+/// Registers one Parquet file, Parquet directory or CSV file as `name`,
+/// with `primary_key` (Parquet only) as its declared primary key.
+pub async fn register(
+    ctx: &SessionContext,
+    name: &str,
+    path: &str,
+    primary_key: Option<&[&str]>,
+) -> Result<()> {
     let p = Path::new(path);
     if !p.exists() {
         return Err(DataFusionError::Plan(format!(
@@ -52,6 +71,11 @@ pub async fn register(ctx: &SessionContext, name: &str, path: &str) -> Result<()
     let is_csv =
         p.is_file() && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
     if is_csv {
+        if primary_key.is_some() {
+            return Err(DataFusionError::Plan(format!(
+                "table {name}: --primary-key applies to Parquet tables"
+            )));
+        }
         return ctx
             .register_csv(name, path, CsvReadOptions::new().has_header(true))
             .await;
@@ -77,6 +101,31 @@ pub async fn register(ctx: &SessionContext, name: &str, path: &str) -> Result<()
                 "table {name}: cannot read {path} as Parquet: {e}"
             ))
         })?;
-    ctx.register_table(name, Arc::new(ListingTable::try_new(config)?))?;
+    let mut table = ListingTable::try_new(config)?;
+    if let Some(columns) = primary_key {
+        table = table.with_constraints(primary_key_constraint(name, &table, columns)?);
+    }
+    ctx.register_table(name, Arc::new(table))?;
     Ok(())
+}
+
+/// `columns` of `table` as its primary key (an error naming a missing one).
+fn primary_key_constraint(
+    name: &str,
+    table: &ListingTable,
+    columns: &[&str],
+) -> Result<Constraints> {
+    use datafusion::catalog::TableProvider;
+    let schema = table.schema();
+    let indices = columns
+        .iter()
+        .map(|c| {
+            schema.index_of(c).map_err(|_| {
+                DataFusionError::Plan(format!(
+                    "--primary-key: table {name} has no column {c}"
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Constraints::new_unverified(vec![Constraint::PrimaryKey(indices)]))
 }

@@ -120,3 +120,42 @@ fn output_errors() {
     }
     assert!(!bad.exists() && !none.exists());
 }
+
+/// `--primary-key` declares a Parquet table's key: a join that reads only
+/// the key becomes a semi join; a missing column or table is a clear error.
+#[test]
+fn primary_keys_make_key_only_joins_semi_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, f) = (dir.path().join("d.parquet"), dir.path().join("f.parquet"));
+    let sql = format!(
+        "COPY (SELECT value AS k, value % 5 AS a FROM generate_series(1, 100)) TO '{}'; \
+         COPY (SELECT value % 100 + 1 AS k, value AS x FROM generate_series(1, 1000)) TO '{}'",
+        d.display(),
+        f.display()
+    );
+    let (ok, _, err) = run(&["-c", &sql]);
+    assert!(ok, "{err}");
+    let tables = [format!("d={}", d.display()), format!("f={}", f.display())];
+    let query = "SELECT count(*) AS n FROM f JOIN d ON f.k = d.k WHERE d.a = 1";
+    let explain = format!("EXPLAIN {query}");
+    let args = |pk: &[&'static str], sql: &str| {
+        let mut a: Vec<String> = vec!["-t".into(), tables[0].clone(), "-t".into(), tables[1].clone()];
+        a.extend(pk.iter().map(|s| s.to_string()));
+        a.extend(["--format".into(), "csv".into(), "-c".into(), sql.to_string()]);
+        a
+    };
+    let call = |a: Vec<String>| run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (ok, plan, err) = call(args(&["--primary-key", "d=k"], &explain));
+    assert!(ok, "{err}");
+    assert!(plan.contains("Semi"), "{plan}");
+    let (ok, plan, err) = call(args(&[], &explain));
+    assert!(ok, "{err}");
+    assert!(!plan.contains("Semi"), "{plan}");
+    let (ok, out, err) = call(args(&["--primary-key", "d=k"], query));
+    assert!(ok, "{err}");
+    assert_eq!(out, "n\n200\n");
+    let (ok, _, err) = call(args(&["--primary-key", "d=nope"], query));
+    assert!(!ok && err.contains("table d has no column nope"), "{err}");
+    let (ok, _, err) = call(args(&["--primary-key", "e=k"], query));
+    assert!(!ok && err.contains("no --table named e"), "{err}");
+}
