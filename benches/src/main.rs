@@ -104,6 +104,62 @@ enum Command {
     Tsbs(tsbs_cmd::TsbsArgs),
 }
 
+/// What the side-by-side runners with Python peers (`tsbs`, `ssb`) share.
+#[derive(clap::Args)]
+pub(crate) struct PeerRunArgs {
+    /// Threads for every engine (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Runs per query and engine (alternating engines); the best counts.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: usize,
+    /// Python peers to run.
+    #[arg(long, value_delimiter = ',', default_value = "duckdb,chdb")]
+    engines: Vec<String>,
+    /// Skip the Python peers.
+    #[arg(long)]
+    no_peers: bool,
+    /// Only these queries (names, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+impl PeerRunArgs {
+    /// `--threads`, or all cores.
+    pub(crate) fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        })
+    }
+
+    /// Whether `--only` lets query `name` run.
+    pub(crate) fn selected(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+
+    /// The peers' measurements and notes from `benches/peers/<script>`
+    /// ([`tsjoin_bench::runner::run_peer_script`]); none with `--no-peers`.
+    pub(crate) fn peers(
+        &self,
+        script: &str,
+        data: &Path,
+        threads: usize,
+        queries: Vec<Value>,
+    ) -> (Vec<Measurement>, Vec<String>) {
+        if self.no_peers {
+            return (vec![], vec![]);
+        }
+        tsjoin_bench::runner::run_peer_script(
+            script,
+            data,
+            threads,
+            self.runs,
+            queries,
+            &self.engines,
+        )
+    }
+}
+
 /// What `groupby` runs.
 #[derive(clap::Args)]
 struct GroupbyArgs {
