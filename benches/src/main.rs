@@ -25,6 +25,7 @@ mod priority_cmd;
 mod progress_cmd;
 mod scaling_cmd;
 mod soak_cmd;
+mod ssb_cmd;
 mod tsbs_cmd;
 mod verify_cmd;
 
@@ -102,6 +103,10 @@ enum Command {
     /// TSBS IoT (the QuestDB blog's filter queries and the 13 TSBS query
     /// types) vs DataFusion, DuckDB and chdb, answers checked.
     Tsbs(tsbs_cmd::TsbsArgs),
+    /// The Star Schema Benchmark (13 queries; Q4.1's FROM orders with
+    /// --permutations) on tsjoin (join filters on and off), DataFusion
+    /// (plain and pushdown_filters), DuckDB and chdb, answers checked.
+    Ssb(ssb_cmd::SsbArgs),
 }
 
 /// What the side-by-side runners with Python peers (`tsbs`, `ssb`) share.
@@ -826,6 +831,7 @@ async fn main() {
         Command::Priority(args) => priority_cmd::run(args).await,
         Command::Horizon(args) => horizon_cmd::run(args).await,
         Command::Tsbs(args) => tsbs_cmd::run(args).await,
+        Command::Ssb(args) => ssb_cmd::run(args).await,
         Command::Asof(args) => asof_cmd::run(args).await,
         Command::Distribution(args) => distribution_cmd::run(args).await,
     };

@@ -409,7 +409,14 @@ async fn queries_run_and_select_as_the_paper_says() {
     for (name, sql) in q41_permutations() {
         assert_eq!(qualifying(&ctx, &sql).await, q41, "{name}");
     }
-    assert_eq!(q41_permutations().len(), 10);
+    let perms = q41_permutations();
+    let names: HashSet<&str> = perms.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!((perms.len(), names.len()), (28, 28));
+    assert_eq!(
+        perms[0],
+        ("q4.1/dcspL".to_string(), QUERIES[10].1.to_string())
+    );
+    assert!(names.contains("q4.1/Ldcsp") && names.contains("q4.1/pscdL"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
