@@ -1,5 +1,10 @@
 """What the peer scripts share: the JSON-lines protocol the Rust runners
-read, and a DuckDB connection set to the runner's thread count."""
+read, a DuckDB connection set to the runner's thread count, and the whole
+script for runners that hand over their queries in each engine's
+dialect (`view_peers`)."""
+import argparse
+import datetime
+import decimal
 import importlib
 import json
 import time
@@ -64,3 +69,83 @@ def chdb_session(threads):
     sess = chs.Session()
     sess.query(f"SET max_threads = {threads}")
     return chdb, sess
+
+
+def cell(v):
+    """One answer cell as the Rust runners spell it: NULL as "NULL", floats
+    and decimals with 6 decimals, timestamps in ISO form (the runner
+    canonicalises further)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (float, decimal.Decimal)):
+        return f"{float(v):.6f}"
+    if isinstance(v, datetime.datetime):
+        return v.isoformat()
+    if isinstance(v, datetime.timedelta):
+        return f"{v.total_seconds():.6f}"
+    return str(v)
+
+
+def answer_rows(table):
+    """A pyarrow Table as rows of "|"-joined cells."""
+    cols = [c.to_pylist() for c in table.columns]
+    return ["|".join(cell(c[i]) for c in cols) for i in range(table.num_rows)]
+
+
+def _run_duckdb(args, queries, tables):
+    got = duckdb_connection(args.threads)
+    if got is None:
+        return
+    duckdb, con = got
+    for t in tables:
+        con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{args.data}/{t}/*.parquet')")
+    for q in queries:
+        try:
+            times, ans = timed(args.runs, lambda: fetch_arrow(con, q["duckdb"]))
+            emit(engine=f"DuckDB {duckdb.__version__}", query=q["name"], times=times,
+                 answer=answer_rows(ans))
+        except Exception as e:  # noqa: BLE001 - report, keep going
+            emit(note=f"DuckDB {q['name']} failed: {e}")
+
+
+def _run_chdb(args, queries, tables):
+    got = chdb_session(args.threads)
+    if got is None:
+        return
+    chdb, sess = got
+    sess.query("SET session_timezone = 'UTC'")
+    for t in tables:
+        sess.query(f"CREATE VIEW {t} AS SELECT * FROM file('{args.data}/{t}/*.parquet', Parquet)")
+    for q in queries:
+        try:
+            times, ans = timed(args.runs, lambda: sess.query(q["clickhouse"], "ArrowTable"))
+            emit(engine=f"ClickHouse (chdb {chdb.__version__})", query=q["name"],
+                 times=times, answer=answer_rows(ans))
+        except Exception as e:  # noqa: BLE001 - report, keep going
+            emit(note=f"chdb {q['name']} failed: {str(e)[:300]}")
+
+
+def view_peers(tables):
+    """The main of a peer script over `tables`, each a view over
+    `<--data>/<table>/*.parquet` in DuckDB and in ClickHouse (chdb). The
+    queries come from the Rust runner already in each engine's dialect
+    (`--queries`, a JSON file: [{name, duckdb, clickhouse}]), so every
+    engine answers the same parameters; each runs `--runs` times with
+    `--threads` threads. Prints one JSON object per line: {"engine",
+    "query", "times", "answer"} or {"note"}."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--queries", required=True, help="JSON file: [{name, duckdb, clickhouse}]")
+    ap.add_argument("--engines", default="duckdb,chdb")
+    args = ap.parse_args()
+    with open(args.queries) as f:
+        queries = json.load(f)
+    engines = args.engines.split(",")
+    if "duckdb" in engines:
+        _run_duckdb(args, queries, tables)
+    if "chdb" in engines:
+        _run_chdb(args, queries, tables)

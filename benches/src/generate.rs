@@ -65,6 +65,12 @@ impl Rng {
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+    /// Uniform integer in `lo..=hi` (multiply-shift: no modulo, and a bias
+    /// below 2^-32 for the ranges the generators use).
+    pub fn between(&mut self, lo: i64, hi: i64) -> i64 {
+        let n = (hi - lo + 1) as u64;
+        lo + ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as i64
+    }
 }
 
 /// Zipf sampler over `0..n` by inverse CDF.

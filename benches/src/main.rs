@@ -25,6 +25,7 @@ mod priority_cmd;
 mod progress_cmd;
 mod scaling_cmd;
 mod soak_cmd;
+mod ssb_cmd;
 mod tsbs_cmd;
 mod verify_cmd;
 
@@ -102,6 +103,66 @@ enum Command {
     /// TSBS IoT (the QuestDB blog's filter queries and the 13 TSBS query
     /// types) vs DataFusion, DuckDB and chdb, answers checked.
     Tsbs(tsbs_cmd::TsbsArgs),
+    /// The Star Schema Benchmark (13 queries; Q4.1's FROM orders with
+    /// --permutations) on tsjoin (join filters on and off), DataFusion
+    /// (plain and pushdown_filters), DuckDB and chdb, answers checked.
+    Ssb(ssb_cmd::SsbArgs),
+}
+
+/// What the side-by-side runners with Python peers (`tsbs`, `ssb`) share.
+#[derive(clap::Args)]
+pub(crate) struct PeerRunArgs {
+    /// Threads for every engine (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Runs per query and engine (alternating engines); the best counts.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: usize,
+    /// Python peers to run.
+    #[arg(long, value_delimiter = ',', default_value = "duckdb,chdb")]
+    engines: Vec<String>,
+    /// Skip the Python peers.
+    #[arg(long)]
+    no_peers: bool,
+    /// Only these queries (names, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+impl PeerRunArgs {
+    /// `--threads`, or all cores.
+    pub(crate) fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        })
+    }
+
+    /// Whether `--only` lets query `name` run.
+    pub(crate) fn selected(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+
+    /// The peers' measurements and notes from `benches/peers/<script>`
+    /// ([`tsjoin_bench::runner::run_peer_script`]); none with `--no-peers`.
+    pub(crate) fn peers(
+        &self,
+        script: &str,
+        data: &Path,
+        threads: usize,
+        queries: Vec<Value>,
+    ) -> (Vec<Measurement>, Vec<String>) {
+        if self.no_peers {
+            return (vec![], vec![]);
+        }
+        tsjoin_bench::runner::run_peer_script(
+            script,
+            data,
+            threads,
+            self.runs,
+            queries,
+            &self.engines,
+        )
+    }
 }
 
 /// What `groupby` runs.
@@ -770,6 +831,7 @@ async fn main() {
         Command::Priority(args) => priority_cmd::run(args).await,
         Command::Horizon(args) => horizon_cmd::run(args).await,
         Command::Tsbs(args) => tsbs_cmd::run(args).await,
+        Command::Ssb(args) => ssb_cmd::run(args).await,
         Command::Asof(args) => asof_cmd::run(args).await,
         Command::Distribution(args) => distribution_cmd::run(args).await,
     };

@@ -222,6 +222,131 @@ pub async fn measure(
     })
 }
 
+/// Rows the `DataSourceExec`s of `plan` that `pick` chooses produced,
+/// summed over the plan (from the metrics of a plan that ran).
+pub fn scan_rows(
+    plan: &Arc<dyn ExecutionPlan>,
+    pick: &dyn Fn(&Arc<dyn ExecutionPlan>) -> bool,
+) -> usize {
+    let own = if plan.name() == "DataSourceExec" && pick(plan) {
+        plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0)
+    } else {
+        0
+    };
+    own + plan
+        .children()
+        .into_iter()
+        .map(|c| scan_rows(c, pick))
+        .sum::<usize>()
+}
+
+/// One timed run of `sql` (through `tsjoin_sql` when `tsjoin`): the
+/// batches, the seconds (planning included) and the plan, whose metrics
+/// tell what each operator did.
+pub async fn run_query(
+    ctx: &SessionContext,
+    tsjoin: bool,
+    sql: &str,
+) -> Result<(Vec<RecordBatch>, f64, Arc<dyn ExecutionPlan>)> {
+    let start = Instant::now();
+    let df = if tsjoin {
+        ctx.tsjoin_sql(sql).await?
+    } else {
+        ctx.sql(sql).await?
+    };
+    let plan = df.create_physical_plan().await?;
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    Ok((batches, start.elapsed().as_secs_f64(), plan))
+}
+
+/// A cell in one spelling for every engine: timestamps as
+/// `YYYY-MM-DDTHH:MM:SS[.f]` without trailing zeros or a UTC offset,
+/// numbers with 6 decimals.
+pub fn canon_cell(cell: &str) -> String {
+    let b = cell.as_bytes();
+    if b.len() >= 19 && b[4] == b'-' && b[7] == b'-' && (b[10] == b' ' || b[10] == b'T') {
+        let mut s = cell.replacen(' ', "T", 1);
+        if let Some(stripped) = s.strip_suffix("+00:00") {
+            s = stripped.to_string();
+        }
+        if s.contains('.') {
+            s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+        }
+        return s;
+    }
+    match cell.parse::<f64>() {
+        Ok(v) => format!("{v:.6}"),
+        Err(_) => cell.to_string(),
+    }
+}
+
+/// A [`normalise`]d answer as rows of [`canon_cell`]s.
+pub fn canon_rows(answer: &[String]) -> Vec<Vec<String>> {
+    answer
+        .iter()
+        .map(|r| r.split('|').map(canon_cell).collect())
+        .collect()
+}
+
+/// Whether two answers agree as multisets of rows (so row order and ties
+/// in an ORDER BY do not matter); numbers within 2e-6 relative.
+pub fn same_rows(mut a: Vec<Vec<String>>, mut b: Vec<Vec<String>>) -> bool {
+    a.sort();
+    b.sort();
+    a.len() == b.len()
+        && a.iter().zip(&b).all(|(x, y)| {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|(p, q)| {
+                    p == q
+                        || match (p.parse::<f64>(), q.parse::<f64>()) {
+                            (Ok(u), Ok(v)) => {
+                                (u - v).abs() <= 2e-6 * u.abs().max(v.abs()).max(1.0)
+                            }
+                            _ => false,
+                        }
+                })
+        })
+}
+
+/// Runs the peer script `benches/peers/<script>` over `queries` (a JSON
+/// list of `{name, duckdb, clickhouse}`, each engine's spelling, handed
+/// over in a temporary file) with the runner's data directory, threads,
+/// runs and engines; missing Python or packages give notes, not failures.
+pub fn run_peer_script(
+    script: &str,
+    data: &Path,
+    threads: usize,
+    runs: usize,
+    queries: Vec<Value>,
+    engines: &[String],
+) -> (Vec<Measurement>, Vec<String>) {
+    let file = std::env::temp_dir().join(format!(
+        "{}-queries-{}.json",
+        script.trim_end_matches(".py"),
+        std::process::id()
+    ));
+    if let Err(e) = std::fs::write(&file, Value::Array(queries).to_string()) {
+        return (vec![], vec![format!("cannot write the query list: {e}")]);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("peers")
+        .join(script);
+    // Absolute: chdb resolves a relative `file()` path against its own
+    // user-files directory, not the working directory.
+    let data = std::path::absolute(data).unwrap_or_else(|_| data.to_path_buf());
+    let output = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--data", data.to_str().unwrap_or(".")])
+        .args(["--threads", &threads.to_string()])
+        .args(["--runs", &runs.to_string()])
+        .args(["--queries", file.to_str().unwrap_or("")])
+        .args(["--engines", &engines.join(",")])
+        .stderr(std::process::Stdio::inherit())
+        .output();
+    let _ = std::fs::remove_file(&file);
+    peer_results(output)
+}
+
 /// The measurements and notes a peer script printed (one JSON object per
 /// line: `{engine, query, times, answer}` or `{note}`), or a note that
 /// python3 could not be run.
@@ -257,4 +382,32 @@ pub fn peer_results(
         });
     }
     (ms, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(answer: &[&str]) -> Vec<Vec<String>> {
+        canon_rows(&answer.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn answers_compare_as_multisets_of_canonical_cells() {
+        // An integer sum and DuckDB's HUGEINT-as-decimal spell one number.
+        assert!(same_rows(
+            rows(&["1993|FRANCE|42", "1992|PERU|7"]),
+            rows(&["1992|PERU|7.000000", "1993|FRANCE|42.000000"])
+        ));
+        assert!(same_rows(
+            rows(&["2020-01-01 00:00:00|1.0000001"]),
+            rows(&["2020-01-01T00:00:00+00:00|1.0"])
+        ));
+        assert!(!same_rows(
+            rows(&["1993|FRANCE|42"]),
+            rows(&["1993|FRANCE|43"])
+        ));
+        assert!(!same_rows(rows(&["a|1"]), rows(&["a|1", "a|1"])));
+        assert!(!same_rows(rows(&["a|1"]), rows(&["b|1"])));
+    }
 }

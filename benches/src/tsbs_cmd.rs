@@ -10,17 +10,14 @@
 //! PATH=/work/peers-venv/bin:$PATH tsjoin-bench tsbs --rows 100000000 # 100M
 //! ```
 
-use super::{machine, write_report};
-use datafusion::arrow::array::RecordBatch;
+use super::{PeerRunArgs, machine, write_report};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
-use tsjoin_bench::runner::{Measurement, normalise};
+use tsjoin_bench::runner::{self, Measurement, normalise};
 use tsjoin_bench::tsbs::queries::{Check, Dialect, Query, queries};
 use tsjoin_bench::tsbs::{TsbsConfig, generate, is_generated};
 
@@ -38,21 +35,8 @@ pub struct TsbsArgs {
     /// Data directory (default: benches/data/tsbs-<rows>-<trucks>).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Threads for every engine (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Runs per query and engine (alternating engines); the best counts.
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// Python peers to run.
-    #[arg(long, value_delimiter = ',', default_value = "duckdb,chdb")]
-    engines: Vec<String>,
-    /// Skip the Python peers.
-    #[arg(long)]
-    no_peers: bool,
-    /// Only these queries (names, comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
+    #[command(flatten)]
+    run: PeerRunArgs,
     /// Where the JSON and markdown results go.
     #[arg(long, default_value = "benches/results/tsbs")]
     out: PathBuf,
@@ -71,121 +55,32 @@ async fn register(ctx: &SessionContext, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Rows the Parquet scans of `plan` produced (summed over the plan).
-fn scanned_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
-    let own = if plan.name() == "DataSourceExec" {
-        plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0)
-    } else {
-        0
-    };
-    own + plan.children().into_iter().map(scanned_rows).sum::<usize>()
-}
-
-/// One timed run: the batches, the seconds and the rows the scans read.
-async fn run_once(
-    ctx: &SessionContext,
-    tsjoin: bool,
-    sql: &str,
-) -> Result<(Vec<RecordBatch>, f64, usize)> {
-    let start = Instant::now();
-    let df = if tsjoin {
-        ctx.tsjoin_sql(sql).await?
-    } else {
-        ctx.sql(sql).await?
-    };
-    let plan = df.create_physical_plan().await?;
-    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
-    Ok((batches, start.elapsed().as_secs_f64(), scanned_rows(&plan)))
-}
-
-/// Runs `benches/peers/tsbs.py` over the queries' DuckDB and ClickHouse
-/// spellings.
-fn peers(
-    args: &TsbsArgs,
-    dir: &Path,
-    threads: usize,
-    qs: &[Query],
-) -> (Vec<Measurement>, Vec<String>) {
-    let list: Vec<Value> = qs
-        .iter()
+/// The queries' DuckDB and ClickHouse spellings for `benches/peers/tsbs.py`.
+fn peer_queries(qs: &[Query]) -> Vec<Value> {
+    qs.iter()
         .map(|q| {
             json!({"name": q.name, "duckdb": q.sql(Dialect::DuckDb),
                    "clickhouse": q.sql(Dialect::ClickHouse)})
         })
-        .collect();
-    let file =
-        std::env::temp_dir().join(format!("tsbs-queries-{}.json", std::process::id()));
-    if let Err(e) = std::fs::write(&file, Value::Array(list).to_string()) {
-        return (vec![], vec![format!("cannot write the query list: {e}")]);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/tsbs.py");
-    let output = std::process::Command::new("python3")
-        .arg(&script)
-        .args(["--data", dir.to_str().unwrap_or(".")])
-        .args(["--threads", &threads.to_string()])
-        .args(["--runs", &args.runs.to_string()])
-        .args(["--queries", file.to_str().unwrap_or("")])
-        .args(["--engines", &args.engines.join(",")])
-        .stderr(std::process::Stdio::inherit())
-        .output();
-    let _ = std::fs::remove_file(&file);
-    tsjoin_bench::runner::peer_results(output)
+        .collect()
 }
 
-/// A cell in one spelling for every engine: timestamps as
-/// `YYYY-MM-DDTHH:MM:SS[.f]` without trailing zeros or a UTC offset,
-/// numbers with 6 decimals.
-fn canon_cell(cell: &str) -> String {
-    let b = cell.as_bytes();
-    if b.len() >= 19 && b[4] == b'-' && b[7] == b'-' && (b[10] == b' ' || b[10] == b'T') {
-        let mut s = cell.replacen(' ', "T", 1);
-        if let Some(stripped) = s.strip_suffix("+00:00") {
-            s = stripped.to_string();
-        }
-        if s.contains('.') {
-            s = s.trim_end_matches('0').trim_end_matches('.').to_string();
-        }
-        return s;
-    }
-    match cell.parse::<f64>() {
-        Ok(v) => format!("{v:.6}"),
-        Err(_) => cell.to_string(),
-    }
-}
-
-/// The answer as sorted rows of canonical cells (only column `n` for
+/// The answer as rows of canonical cells (only column `n` for
 /// [`Check::Column`]).
 fn canon(answer: &[String], check: Check) -> Vec<Vec<String>> {
-    let mut rows: Vec<Vec<String>> = answer
-        .iter()
-        .map(|r| {
-            let cells: Vec<String> = r.split('|').map(canon_cell).collect();
-            match check {
-                Check::Rows => cells,
-                Check::Column(n) => vec![cells.get(n).cloned().unwrap_or_default()],
-            }
-        })
-        .collect();
-    rows.sort();
-    rows
+    let rows = runner::canon_rows(answer);
+    match check {
+        Check::Rows => rows,
+        Check::Column(n) => rows
+            .into_iter()
+            .map(|cells| vec![cells.get(n).cloned().unwrap_or_default()])
+            .collect(),
+    }
 }
 
 /// Whether two answers agree (numbers within 2e-6 relative).
 fn same_answer(a: &[String], b: &[String], check: Check) -> bool {
-    let (a, b) = (canon(a, check), canon(b, check));
-    a.len() == b.len()
-        && a.iter().zip(&b).all(|(x, y)| {
-            x.len() == y.len()
-                && x.iter().zip(y).all(|(p, q)| {
-                    p == q
-                        || match (p.parse::<f64>(), q.parse::<f64>()) {
-                            (Ok(u), Ok(v)) => {
-                                (u - v).abs() <= 2e-6 * u.abs().max(v.abs()).max(1.0)
-                            }
-                            _ => false,
-                        }
-                })
-        })
+    runner::same_rows(canon(a, check), canon(b, check))
 }
 
 /// Runs the benchmark (generating the data when missing).
@@ -209,9 +104,7 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
             dir.display()
         );
     }
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = args.run.threads();
     let session_config = SessionConfig::new().with_target_partitions(threads);
     let ours = datafusion_tsjoin::tsjoin_context(session_config.clone());
     register(&ours, &dir).await?;
@@ -223,7 +116,7 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
 
     let qs: Vec<Query> = queries(&config)
         .into_iter()
-        .filter(|q| args.only.is_empty() || args.only.iter().any(|o| o == q.name))
+        .filter(|q| args.run.selected(q.name))
         .collect();
     let mut results: Vec<Measurement> = vec![];
     let mut scanned = serde_json::Map::new();
@@ -236,7 +129,7 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
             extra: json!({}),
         });
         let mut rows_read = [0usize; 2];
-        for _ in 0..args.runs {
+        for _ in 0..args.run.runs {
             for (i, (ctx, tsjoin, dialect)) in [
                 (&ours, true, Dialect::Tsjoin),
                 (&plain, false, Dialect::DataFusion),
@@ -244,11 +137,11 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
             .into_iter()
             .enumerate()
             {
-                let (batches, secs, read) =
-                    run_once(ctx, tsjoin, &q.sql(dialect)).await?;
+                let (batches, secs, plan) =
+                    runner::run_query(ctx, tsjoin, &q.sql(dialect)).await?;
                 ms[i].times.push(secs);
                 ms[i].answer = Some(normalise(&batches));
-                rows_read[i] = read;
+                rows_read[i] = runner::scan_rows(&plan, &|_| true);
             }
         }
         eprintln!(
@@ -263,12 +156,8 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
         );
         results.extend(ms);
     }
-    let mut notes = vec![];
-    if !args.no_peers {
-        let (ms, n) = peers(&args, &dir, threads, &qs);
-        results.extend(ms);
-        notes.extend(n);
-    }
+    let (ms, notes) = args.run.peers("tsbs.py", &dir, threads, peer_queries(&qs));
+    results.extend(ms);
     report(&args, &config, threads, &qs, &results, &scanned, &notes)
 }
 
@@ -299,7 +188,7 @@ fn report(
         config.rows,
         config.trucks,
         machine(),
-        args.runs,
+        args.run.runs,
     );
     for e in &engines {
         md.push_str(&format!(" {e} |"));
@@ -354,7 +243,7 @@ fn report(
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()),
         "machine": machine(),
         "rows": config.rows, "trucks": config.trucks, "seed": config.seed, "threads": threads,
-        "runs": args.runs,
+        "runs": args.run.runs,
         "queries": qs.iter().map(|q| json!({"name": q.name, "tsjoin": q.sql(Dialect::Tsjoin),
             "datafusion": q.sql(Dialect::DataFusion), "duckdb": q.sql(Dialect::DuckDb),
             "clickhouse": q.sql(Dialect::ClickHouse)})).collect::<Vec<_>>(),
