@@ -222,12 +222,17 @@ pub async fn measure(
     })
 }
 
-/// Rows the `DataSourceExec`s of `plan` that `pick` chooses produced,
-/// summed over the plan (from the metrics of a plan that ran).
+/// Rows the `DataSourceExec`s of `plan` that `pick` chooses passed on to
+/// the rest of the plan, summed over the plan (from the metrics of a plan
+/// that ran): a scan's output rows, or those of the `LipFilterExec` (join
+/// filters) right above it.
 pub fn scan_rows(
     plan: &Arc<dyn ExecutionPlan>,
     pick: &dyn Fn(&Arc<dyn ExecutionPlan>) -> bool,
 ) -> usize {
+    if plan.name() == "LipFilterExec" && scan_rows(&plan.children()[0], pick) > 0 {
+        return plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0);
+    }
     let own = if plan.name() == "DataSourceExec" && pick(plan) {
         plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0)
     } else {

@@ -413,7 +413,7 @@ impl Run<'_> {
             .filter(|e| e.starts_with("tsjoin") || e.starts_with("DataFusion"))
             .cloned()
             .collect();
-        md += "\n## Rows out of the lineorder scan (DataSourceExec output rows)\n\n";
+        md += "\n## Lineorder rows into the joins (out of the scan, or of the LipFilterExec above it)\n\n";
         md += &self.header("query", &local, " qualifying |");
         let mut scan = Map::new();
         for (q, _) in &self.queries {

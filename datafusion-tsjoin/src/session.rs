@@ -90,6 +90,13 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             .position(|r| r.name() == "CombinePartialFinalAggregate")
             .map_or(rules.len(), |i| i + 1);
         rules.insert(at, Arc::new(InlineAggregateRule));
+        // Right after JoinSelection picks build sides, before anything is
+        // placed for distribution.
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "JoinSelection")
+            .map_or(rules.len(), |i| i + 1);
+        rules.insert(at, Arc::new(crate::join_filter::FactProbeRule));
         let at = rules
             .iter()
             .position(|r| r.name() == "EnsureRequirements")

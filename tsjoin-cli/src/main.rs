@@ -263,7 +263,8 @@ async fn run(mut cli: Cli, threads: usize) -> Result<()> {
         &cli.tables,
         &cli.timestamps,
         &cli.primary_keys,
-    )).await?;
+    ))
+    .await?;
     let sql = match (&cli.command, &cli.file) {
         (Some(c), _) => Some(c.clone()),
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {

@@ -1,10 +1,10 @@
 //! Registering files and directories as tables.
 
+use datafusion::common::{Constraint, Constraints};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
-use datafusion::common::{Constraint, Constraints};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::{CsvReadOptions, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
@@ -28,7 +28,10 @@ pub async fn register_all(
     let mut keys = std::collections::HashMap::new();
     for k in primary_keys {
         let (name, columns) = split_pair(k, "--primary-key NAME=COLUMN[,COLUMN...]")?;
-        if !tables.iter().any(|t| t.split_once('=').is_some_and(|(n, _)| n == name)) {
+        if !tables
+            .iter()
+            .any(|t| t.split_once('=').is_some_and(|(n, _)| n == name))
+        {
             return Err(DataFusionError::Plan(format!(
                 "--primary-key {k}: no --table named {name}"
             )));
@@ -103,7 +106,8 @@ pub async fn register(
         })?;
     let mut table = ListingTable::try_new(config)?;
     if let Some(columns) = primary_key {
-        table = table.with_constraints(primary_key_constraint(name, &table, columns)?);
+        let constraints = primary_key_constraint(name, &table, columns)?;
+        table = table.with_constraints(constraints);
     }
     ctx.register_table(name, Arc::new(table))?;
     Ok(())
@@ -127,5 +131,7 @@ fn primary_key_constraint(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Constraints::new_unverified(vec![Constraint::PrimaryKey(indices)]))
+    Ok(Constraints::new_unverified(vec![Constraint::PrimaryKey(
+        indices,
+    )]))
 }

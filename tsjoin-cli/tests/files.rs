@@ -139,9 +139,19 @@ fn primary_keys_make_key_only_joins_semi_joins() {
     let query = "SELECT count(*) AS n FROM f JOIN d ON f.k = d.k WHERE d.a = 1";
     let explain = format!("EXPLAIN {query}");
     let args = |pk: &[&'static str], sql: &str| {
-        let mut a: Vec<String> = vec!["-t".into(), tables[0].clone(), "-t".into(), tables[1].clone()];
+        let mut a: Vec<String> = vec![
+            "-t".into(),
+            tables[0].clone(),
+            "-t".into(),
+            tables[1].clone(),
+        ];
         a.extend(pk.iter().map(|s| s.to_string()));
-        a.extend(["--format".into(), "csv".into(), "-c".into(), sql.to_string()]);
+        a.extend([
+            "--format".into(),
+            "csv".into(),
+            "-c".into(),
+            sql.to_string(),
+        ]);
         a
     };
     let call = |a: Vec<String>| run(&a.iter().map(String::as_str).collect::<Vec<_>>());

@@ -21,10 +21,14 @@ use parking_lot::Mutex;
 use std::fmt;
 use std::sync::Arc;
 
-/// Bit filters never get wider than this many values ...
+/// Bit filters may always be this many values wide ...
 pub(crate) const MIN_MAX_BITS: u64 = 1 << 22;
-/// ... unless the scan has more rows than that, up to this many.
+/// ... and wider up to an eighth of the scan's rows (computing the bits
+/// evaluates the join's predicate once per value, in one thread, while the
+/// filter checks the scan's rows in all), but never wider than this.
 pub(crate) const MAX_MAX_BITS: u64 = 1 << 28;
+/// Scan rows per bit of that allowance.
+pub(crate) const ROWS_PER_BIT: u64 = 8;
 
 /// Lookahead information passing (LIP, Quickstep §5.3): drops the rows of
 /// its input (a fact-table scan) that the hash joins above cannot match,
@@ -64,6 +68,9 @@ pub struct LipFilterExec {
     /// Each filter compiled once, by the first partition that finds its
     /// build done, and shared by all.
     compiled: Arc<[Mutex<Compiled>]>,
+    /// The probe order a partition ended with (filter index, still on),
+    /// for EXPLAIN ANALYZE.
+    last_order: Arc<Mutex<Vec<(usize, bool)>>>,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -127,6 +134,7 @@ impl LipFilterExec {
             filters,
             max_bits,
             compiled,
+            last_order: Arc::default(),
             metrics: ExecutionPlanMetricsSet::new(),
         })
     }
@@ -180,6 +188,45 @@ impl LipFilterExec {
     pub(crate) fn filter_names(&self) -> Vec<String> {
         self.filters.iter().map(|f| f.name.clone()).collect()
     }
+
+    /// Keeps the probe order a partition ended with (the one with the most
+    /// filters taken up wins), for EXPLAIN ANALYZE.
+    pub(crate) fn record_order(&self, order: Vec<(usize, bool)>) {
+        let mut last = self.last_order.lock();
+        if order.len() >= last.len() {
+            *last = order;
+        }
+    }
+
+    /// What EXPLAIN shows per filter: its key, and once compiled its kind
+    /// and size, in the last probe order when one was recorded (filters
+    /// switched off marked `off`).
+    fn describe(&self) -> Vec<String> {
+        let last = self.last_order.lock().clone();
+        let mut order: Vec<(usize, bool)> = last.clone();
+        order.extend(
+            (0..self.filters.len())
+                .filter(|i| !last.iter().any(|(j, _)| j == i))
+                .map(|i| (i, true)),
+        );
+        order
+            .into_iter()
+            .map(|(i, on)| {
+                let name = &self.filters[i].name;
+                match &*self.compiled[i].lock() {
+                    Compiled::NotYet => name.clone(),
+                    Compiled::Nothing => format!("{name}: none"),
+                    Compiled::Ready(f) => {
+                        let off = if on { "" } else { ", off" };
+                        match f.size() {
+                            0 => format!("{name}: {}{off}", f.kind()),
+                            bytes => format!("{name}: {} {bytes} B{off}", f.kind()),
+                        }
+                    }
+                }
+            })
+            .collect()
+    }
 }
 
 /// `col@3, x@0` → `col, x`.
@@ -231,7 +278,7 @@ fn compile(
 
 impl DisplayAs for LipFilterExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let names = self.filter_names().join("; ");
+        let names = self.describe().join("; ");
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(f, "LipFilterExec: join_filters=[{names}]")
@@ -344,6 +391,7 @@ impl LipFilterExec {
             filters: self.filters.clone(),
             max_bits: self.max_bits,
             compiled: Arc::clone(&self.compiled),
+            last_order: Arc::clone(&self.last_order),
             metrics: self.metrics.clone(),
         })
     }

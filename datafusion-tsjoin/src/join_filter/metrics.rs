@@ -1,9 +1,14 @@
 //! What a [`super::LipFilterExec`] reports in EXPLAIN ANALYZE: per join
-//! filter (labelled with its key and kind) the rows it checked and kept,
-//! its time, size and final position in the probe order.
+//! filter the rows it checked and kept, its time and whether the prober
+//! switched it off.
+//!
+//! EXPLAIN ANALYZE sums metrics of the same name over partitions and drops
+//! their labels, so each filter's metrics carry its key in their names
+//! (`lo_custkey.rows_in`); the kind, size and final order, which are not
+//! sums, are in the operator's line instead.
 
 use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, Gauge, Label, MetricBuilder, Time,
+    Count, ExecutionPlanMetricsSet, Label, MetricBuilder, Time,
 };
 
 /// One join filter's metrics in one partition.
@@ -12,10 +17,8 @@ pub(crate) struct FilterMetrics {
     pub(crate) rows_in: Count,
     pub(crate) rows_out: Count,
     pub(crate) time: Time,
-    pub(crate) bytes: Gauge,
-    /// 1-based position in the probe order after the last batch.
-    pub(crate) position: Gauge,
-    /// 1 when the prober switched the filter off (it dropped almost nothing).
+    /// 1 per partition whose prober switched the filter off (it dropped
+    /// almost nothing).
     pub(crate) switched_off: Count,
 }
 
@@ -33,13 +36,12 @@ impl FilterMetrics {
                 .with_label(Label::new("filter", key.to_string()))
                 .with_label(Label::new("kind", kind))
         };
+        let name = |what: &str| format!("{key}.{what}");
         Self {
-            rows_in: builder().counter("filter_rows_in", partition),
-            rows_out: builder().counter("filter_rows_out", partition),
-            time: builder().subset_time("filter_time", partition),
-            bytes: builder().gauge("filter_bytes", partition),
-            position: builder().gauge("filter_position", partition),
-            switched_off: builder().counter("filter_switched_off", partition),
+            rows_in: builder().counter(name("rows_in"), partition),
+            rows_out: builder().counter(name("rows_out"), partition),
+            time: builder().subset_time(name("time"), partition),
+            switched_off: builder().counter(name("switched_off"), partition),
         }
     }
 }

@@ -31,10 +31,15 @@
 //!       predicate=DynamicFilter[…] AND …                DataSourceExec: lineorder, predicate=…
 //! ```
 //!
-//! EXPLAIN ANALYZE shows, per filter (labels `filter` = its key, `kind` =
-//! `exact_bits` or `predicate`): `filter_rows_in`, `filter_rows_out`,
-//! `filter_time`, `filter_bytes`, `filter_position` (its place in the final
-//! order) and `filter_switched_off`.
+//! [`FactProbeRule`] keeps the fact table on the probe side of the star's
+//! joins where DataFusion's size estimates would build over it, so that
+//! every dimension's filter reaches the fact scan whatever the FROM order.
+//!
+//! EXPLAIN ANALYZE shows each filter's kind (`exact_bits` with its size, or
+//! `predicate`) in the operator's line, in the order a partition ended
+//! with (`off`: switched off), and per filter the metrics
+//! `<key>.rows_in`, `<key>.rows_out`, `<key>.time` and
+//! `<key>.switched_off` (partitions that switched it off).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -63,7 +68,9 @@ mod metrics;
 pub mod prober;
 pub(crate) mod proto;
 mod rule;
+mod star;
 mod stream;
 
 pub use exec::LipFilterExec;
 pub use rule::JoinFilterRule;
+pub use star::FactProbeRule;

@@ -29,6 +29,8 @@ const SWITCH_OFF_PASS_RATE: f64 = 0.98;
 /// One filter in the prober, with what it measured.
 #[derive(Debug)]
 struct Slot {
+    /// The filter's index in its operator.
+    index: usize,
     filter: Arc<CompiledFilter>,
     metrics: FilterMetrics,
     rows_in: u64,
@@ -62,10 +64,16 @@ pub(crate) struct Prober {
 }
 
 impl Prober {
-    /// Adds a filter (it runs first until measured, if it is bits).
-    pub(crate) fn push(&mut self, filter: Arc<CompiledFilter>, metrics: FilterMetrics) {
-        metrics.bytes.set(filter.size());
+    /// Adds the operator's filter `index` (it runs first until measured,
+    /// if it is bits).
+    pub(crate) fn push(
+        &mut self,
+        index: usize,
+        filter: Arc<CompiledFilter>,
+        metrics: FilterMetrics,
+    ) {
         self.slots.push(Slot {
+            index,
             filter,
             metrics,
             rows_in: 0,
@@ -74,6 +82,11 @@ impl Prober {
             on: true,
         });
         self.reorder();
+    }
+
+    /// The filters' indices in probe order, each with whether it is on.
+    pub(crate) fn order(&self) -> Vec<(usize, bool)> {
+        self.slots.iter().map(|s| (s.index, s.on)).collect()
     }
 
     /// Whether any filter is on.
@@ -137,9 +150,6 @@ impl Prober {
     fn reorder(&mut self) {
         self.slots
             .sort_by(|a, b| b.on.cmp(&a.on).then_with(|| a.rank().total_cmp(&b.rank())));
-        for (i, slot) in self.slots.iter().enumerate() {
-            slot.metrics.position.set(i + 1);
-        }
     }
 }
 
@@ -185,6 +195,7 @@ mod tests {
             .unwrap()
             .unwrap();
         prober.push(
+            0,
             Arc::new(CompiledFilter::Predicate(useless)),
             FilterMetrics::new(&metrics, 0, "a", "predicate"),
         );
@@ -193,6 +204,7 @@ mod tests {
             .unwrap()
             .unwrap();
         prober.push(
+            1,
             Arc::new(CompiledFilter::Bits(selective)),
             FilterMetrics::new(&metrics, 0, "b", "exact_bits"),
         );
@@ -211,10 +223,7 @@ mod tests {
             let want: Vec<u32> = (0..n as u32).filter(|v| v % 100 == 0).collect();
             assert_eq!(sel, want);
         }
-        assert!(matches!(
-            prober.slots[0].filter.as_ref(),
-            CompiledFilter::Bits(_)
-        ));
+        assert_eq!(prober.order(), vec![(1, true), (0, true)]);
         // The bits ran first, so `a` saw only 1 % of the rows: not yet
         // enough to judge it.
         assert!(prober.slots[1].rows_in < prober.slots[0].rows_in / 50);
@@ -231,6 +240,7 @@ mod tests {
             .unwrap()
             .unwrap();
         prober.push(
+            0,
             Arc::new(CompiledFilter::Bits(all)),
             FilterMetrics::new(&metrics, 0, "a", "exact_bits"),
         );
@@ -245,5 +255,6 @@ mod tests {
             assert_eq!(sel.len(), 8192);
         }
         assert!(!prober.is_active());
+        assert_eq!(prober.order(), vec![(0, false)]);
     }
 }

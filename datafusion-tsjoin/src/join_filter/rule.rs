@@ -1,7 +1,7 @@
 //! [`JoinFilterRule`]: places a [`LipFilterExec`] above every file scan
 //! that holds a hash join's dynamic filter.
 
-use super::exec::{LipFilterExec, MAX_MAX_BITS, MIN_MAX_BITS};
+use super::exec::{LipFilterExec, MAX_MAX_BITS, MIN_MAX_BITS, ROWS_PER_BIT};
 use crate::config::rule_enabled;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
@@ -121,8 +121,8 @@ fn scan_join_filters(
 }
 
 /// The widest key range worth compiling into bits over `scan`: evaluating
-/// the join's predicate once per key value should cost no more than once
-/// per scanned row.
+/// the join's predicate once per key value (serially) should cost a small
+/// share of evaluating it once per scanned row (in parallel).
 fn max_bits(scan: &Arc<dyn ExecutionPlan>) -> u64 {
     let rows = StatisticsContext::new()
         .compute(scan.as_ref(), &StatisticsArgs::new())
@@ -132,5 +132,5 @@ fn max_bits(scan: &Arc<dyn ExecutionPlan>) -> u64 {
             Precision::Absent => None,
         })
         .unwrap_or(0);
-    rows.clamp(MIN_MAX_BITS, MAX_MAX_BITS)
+    (rows / ROWS_PER_BIT).clamp(MIN_MAX_BITS, MAX_MAX_BITS)
 }

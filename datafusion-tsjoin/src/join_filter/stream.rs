@@ -3,9 +3,8 @@
 use super::exec::{Compiled, LipFilterExec};
 use super::metrics::FilterMetrics;
 use super::prober::Prober;
-use datafusion::arrow::array::{BooleanArray, RecordBatch};
-use datafusion::arrow::buffer::BooleanBuffer;
-use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::array::{RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Result;
 use datafusion::execution::memory_pool::MemoryPool;
@@ -74,7 +73,7 @@ impl LipFilterStream {
                         &names[i],
                         filter.kind(),
                     );
-                    self.prober.push(filter, metrics);
+                    self.prober.push(i, filter, metrics);
                 }
             }
         }
@@ -96,12 +95,11 @@ impl LipFilterStream {
         if self.sel.is_empty() {
             return Ok(None);
         }
-        let mut mask = vec![false; rows];
-        for &i in &self.sel {
-            mask[i as usize] = true;
-        }
-        let mask = BooleanArray::new(BooleanBuffer::from(mask), None);
-        Ok(Some(filter_record_batch(&batch, &mask)?))
+        // Gathering the kept rows by index costs per kept row, where a
+        // boolean filter would cost per input row; the indices are the
+        // selection itself (moved, not copied).
+        let indices = UInt32Array::from(std::mem::take(&mut self.sel));
+        Ok(Some(take_record_batch(&batch, &indices)?))
     }
 }
 
@@ -125,6 +123,10 @@ impl Stream for LipFilterStream {
                         Ok(Some(batch)) => Some(Ok(batch)),
                         Err(e) => Some(Err(e)),
                     }
+                }
+                None => {
+                    self.exec.record_order(self.prober.order());
+                    None
                 }
                 other => other,
             };
