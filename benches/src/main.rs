@@ -24,6 +24,7 @@ mod percentile_cmd;
 mod priority_cmd;
 mod progress_cmd;
 mod scaling_cmd;
+mod side_by_side;
 mod soak_cmd;
 mod ssb_cmd;
 mod tsbs_cmd;
