@@ -15,7 +15,8 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Symbols in the workload.
 pub const SYMBOLS: usize = 1000;
@@ -273,6 +274,56 @@ pub fn is_generated(dir: &Path, w: Workload) -> bool {
         .ok()
         .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
         .is_some_and(|v| v["trades"] == w.trades && v["seed"] == w.seed)
+}
+
+/// Before a generator writes: empties (or creates) the directories
+/// `dir/<table>` of `tables` and removes the completion marker `marker`,
+/// so that a run that stops half-way leaves no complete-looking data set.
+pub fn prepare_dirs(dir: &Path, tables: &[&str], marker: &str) -> Result<()> {
+    for t in tables {
+        let _ = std::fs::remove_dir_all(dir.join(t));
+        std::fs::create_dir_all(dir.join(t))?;
+    }
+    let _ = std::fs::remove_file(dir.join(marker));
+    Ok(())
+}
+
+/// Runs `task(0)` … `task(tasks - 1)` on `threads` threads, each thread
+/// taking the next task when its last is done (so list long tasks first);
+/// the results in task order, whatever the threads, or the first failed
+/// task's error. The generators write one file a task.
+///
+/// ```
+/// use tsjoin_bench::generate::in_parallel;
+/// let squares = in_parallel(5, 3, |i| Ok(i * i)).unwrap();
+/// assert_eq!(squares, [0, 1, 4, 9, 16]);
+/// ```
+pub fn in_parallel<T: Send>(
+    tasks: usize,
+    threads: usize,
+    task: impl Fn(usize) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<(usize, Result<T>)>> = Mutex::new(Vec::with_capacity(tasks));
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, tasks.max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= tasks {
+                        break;
+                    }
+                    let r = task(i);
+                    done.lock().expect("no panic holds the lock").push((i, r));
+                }
+            });
+        }
+    });
+    let mut done = done
+        .into_inner()
+        .map_err(|e| DataFusionError::External(e.to_string().into()))?;
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 #[cfg(test)]

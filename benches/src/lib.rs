@@ -5,11 +5,13 @@
 //! ClickBench `hits` table and runner behind `tsjoin-bench clickbench`
 //! ([`clickbench`]); the TSBS IoT data set and queries behind
 //! `tsjoin-bench tsbs` ([`tsbs`]); the Star Schema Benchmark's generator
-//! and queries behind `tsjoin-bench ssb` ([`ssb`]).
+//! and queries behind `tsjoin-bench ssb` ([`ssb`]); TPC-H's tables (from
+//! `tpchgen`) and 22 queries behind `tsjoin-bench tpch` ([`tpch`]).
 
 pub mod clickbench;
 pub mod generate;
 pub mod groupby;
 pub mod runner;
 pub mod ssb;
+pub mod tpch;
 pub mod tsbs;

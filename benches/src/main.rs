@@ -24,8 +24,10 @@ mod percentile_cmd;
 mod priority_cmd;
 mod progress_cmd;
 mod scaling_cmd;
+mod side_by_side;
 mod soak_cmd;
 mod ssb_cmd;
+mod tpch_cmd;
 mod tsbs_cmd;
 mod verify_cmd;
 
@@ -107,9 +109,14 @@ enum Command {
     /// --permutations) on tsjoin (join filters on and off), DataFusion
     /// (plain and pushdown_filters), DuckDB and chdb, answers checked.
     Ssb(ssb_cmd::SsbArgs),
+    /// TPC-H's 22 queries (validation parameters, tpchgen's tables) on the
+    /// engines of `ssb`, answers checked against DataFusion 55's and, at SF
+    /// 1, tpchgen's; --explain shows where the ORs of Q7 and Q19 went.
+    Tpch(tpch_cmd::TpchArgs),
 }
 
-/// What the side-by-side runners with Python peers (`tsbs`, `ssb`) share.
+/// What the side-by-side runners with Python peers (`tsbs`, `ssb`, `tpch`)
+/// share.
 #[derive(clap::Args)]
 pub(crate) struct PeerRunArgs {
     /// Threads for every engine (default: all cores).
@@ -832,6 +839,7 @@ async fn main() {
         Command::Horizon(args) => horizon_cmd::run(args).await,
         Command::Tsbs(args) => tsbs_cmd::run(args).await,
         Command::Ssb(args) => ssb_cmd::run(args).await,
+        Command::Tpch(args) => tpch_cmd::run(args).await,
         Command::Asof(args) => asof_cmd::run(args).await,
         Command::Distribution(args) => distribution_cmd::run(args).await,
     };

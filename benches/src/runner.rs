@@ -313,6 +313,84 @@ pub fn same_rows(mut a: Vec<Vec<String>>, mut b: Vec<Vec<String>>) -> bool {
         })
 }
 
+/// DataFusion's `CREATE EXTERNAL TABLE name (col TYPE NOT NULL, …,
+/// PRIMARY KEY (…)) STORED AS PARQUET LOCATION '<location>/'` for the
+/// Parquet directory `location`: `columns` are `(name, SQL type)`.
+///
+/// ```
+/// use tsjoin_bench::runner::external_table_ddl;
+/// let ddl = external_table_ddl("t", [("k", "INT"), ("v", "VARCHAR")], &["k"], "/d/t/".as_ref());
+/// assert_eq!(ddl, "CREATE EXTERNAL TABLE t (k INT NOT NULL, v VARCHAR NOT NULL, \
+///                  PRIMARY KEY (k)) STORED AS PARQUET LOCATION '/d/t/'");
+/// ```
+pub fn external_table_ddl<N: std::fmt::Display, T: std::fmt::Display>(
+    name: &str,
+    columns: impl IntoIterator<Item = (N, T)>,
+    primary_key: &[&str],
+    location: &Path,
+) -> String {
+    let cols: Vec<String> = columns
+        .into_iter()
+        .map(|(name, t)| format!("{name} {t} NOT NULL"))
+        .collect();
+    let location = location.to_string_lossy().replace('\'', "''");
+    format!(
+        "CREATE EXTERNAL TABLE {name} ({}, PRIMARY KEY ({})) STORED AS PARQUET \
+         LOCATION '{}/'",
+        cols.join(", "),
+        primary_key.join(", "),
+        location.trim_end_matches('/'),
+    )
+}
+
+/// Runs the DDL `ddl` makes for the absolute form of `dir` in `ctx`: how
+/// the join benchmarks register their tables (`CREATE EXTERNAL TABLE …
+/// PRIMARY KEY …` over `dir/<table>/`).
+pub async fn register_ddl(
+    ctx: &SessionContext,
+    dir: &Path,
+    ddl: impl Fn(&Path) -> Vec<String>,
+) -> Result<()> {
+    let dir = std::path::absolute(dir)?;
+    for sql in ddl(&dir) {
+        ctx.sql(&sql).await?;
+    }
+    Ok(())
+}
+
+/// One query in each engine's dialect, with the same parameters in all:
+/// what the side-by-side runners run in process (`datafusion`) and hand to
+/// the peer scripts ([`Query::peer_json`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    /// `q1.1`, `q7`, …
+    pub name: String,
+    /// DataFusion's (and tsjoin's) text.
+    pub datafusion: String,
+    /// DuckDB's.
+    pub duckdb: String,
+    /// ClickHouse's (chdb).
+    pub clickhouse: String,
+}
+
+impl Query {
+    /// A query every engine spells alike.
+    pub fn same(name: &str, sql: &str) -> Self {
+        Self {
+            name: name.into(),
+            datafusion: sql.into(),
+            duckdb: sql.into(),
+            clickhouse: sql.into(),
+        }
+    }
+
+    /// `{name, duckdb, clickhouse}`: an element of the list
+    /// [`run_peer_script`] hands over.
+    pub fn peer_json(&self) -> Value {
+        json!({"name": self.name, "duckdb": self.duckdb, "clickhouse": self.clickhouse})
+    }
+}
+
 /// Runs the peer script `benches/peers/<script>` over `queries` (a JSON
 /// list of `{name, duckdb, clickhouse}`, each engine's spelling, handed
 /// over in a temporary file) with the runner's data directory, threads,

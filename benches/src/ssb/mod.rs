@@ -33,9 +33,10 @@ pub mod queries;
 pub mod tables;
 pub mod values;
 
-use crate::generate::Rng;
+use crate::generate::{Rng, in_parallel, prepare_dirs};
+use crate::runner::{external_table_ddl, register_ddl};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::properties::WriterProperties;
@@ -43,8 +44,6 @@ use datafusion::prelude::SessionContext;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Rows of `date`: every day 1992-01-01 … 1998-12-31.
 pub const DATE_ROWS: usize = 2557;
@@ -219,20 +218,8 @@ impl Table {
     /// assert!(ddl.contains("PRIMARY KEY (d_datekey)) STORED AS PARQUET LOCATION '/data/date/'"));
     /// ```
     pub fn ddl(self, location: &Path) -> String {
-        let cols: Vec<String> = self
-            .columns()
-            .iter()
-            .map(|(name, t)| format!("{name} {} NOT NULL", t.sql()))
-            .collect();
-        let location = location.to_string_lossy().replace('\'', "''");
-        format!(
-            "CREATE EXTERNAL TABLE {} ({}, PRIMARY KEY ({})) STORED AS PARQUET \
-             LOCATION '{}/'",
-            self.name(),
-            cols.join(", "),
-            self.primary_key().join(", "),
-            location.trim_end_matches('/'),
-        )
+        let columns = self.columns().iter().map(|(name, t)| (name, t.sql()));
+        external_table_ddl(self.name(), columns, self.primary_key(), location)
     }
 }
 
@@ -431,16 +418,10 @@ pub fn generate(
     config: &SsbConfig,
     threads: usize,
 ) -> Result<Vec<(Table, u64)>> {
-    for t in Table::ALL {
-        let _ = std::fs::remove_dir_all(dir.join(t.name()));
-        std::fs::create_dir_all(dir.join(t.name()))?;
-    }
-    let _ = std::fs::remove_file(dir.join(marker(config)));
+    prepare_dirs(dir, &Table::ALL.map(Table::name), &marker(config))?;
     // The dimensions first (part is the largest), then the lineorder files.
     let dims = [Table::Part, Table::Customer, Table::Supplier, Table::Date];
     let tasks = dims.len() + config.files() as usize;
-    let next = AtomicUsize::new(0);
-    let done: Mutex<Vec<Result<(Table, u64)>>> = Mutex::new(vec![]);
     let task = |i: usize| -> Result<(Table, u64)> {
         let (table, batch, file) = match dims.get(i) {
             Some(&t) => {
@@ -461,26 +442,8 @@ pub fn generate(
         let rows = write(&dir.join(table.name()).join(file), &batch, config)?;
         Ok((table, rows))
     };
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, tasks) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= tasks {
-                        break;
-                    }
-                    let r = task(i);
-                    done.lock().expect("no panic holds the lock").push(r);
-                }
-            });
-        }
-    });
     let mut rows: Vec<(Table, u64)> = Table::ALL.iter().map(|&t| (t, 0)).collect();
-    for r in done
-        .into_inner()
-        .map_err(|e| DataFusionError::External(e.to_string().into()))?
-    {
-        let (table, n) = r?;
+    for (table, n) in in_parallel(tasks, threads, task)? {
         if let Some(entry) = rows.iter_mut().find(|(t, _)| *t == table) {
             entry.1 += n;
         }
@@ -495,11 +458,10 @@ pub fn generate(
 /// inner join whose dimension columns are not used above it into a
 /// semi-join.
 pub async fn register(ctx: &SessionContext, dir: &Path) -> Result<()> {
-    let dir = std::path::absolute(dir)?;
-    for t in Table::ALL {
-        ctx.sql(&t.ddl(&dir.join(t.name()))).await?;
-    }
-    Ok(())
+    register_ddl(ctx, dir, |dir| {
+        Table::ALL.map(|t| t.ddl(&dir.join(t.name()))).to_vec()
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -1,0 +1,35 @@
+-- TPC-H Q15 with the specification's validation parameters, derived from TPC-H
+-- query 15 under the terms of the TPC Fair Use Policy. The view revenue0 is a
+-- CTE, so that the query is one statement in every engine, with its columns
+-- named inside it (ClickHouse has no CTE column list).
+with revenue0 as (
+	select
+		l_suppkey as supplier_no,
+		sum(l_extendedprice * (1 - l_discount)) as total_revenue
+	from
+		lineitem
+	where
+		l_shipdate >= date '1996-01-01'
+		and l_shipdate < date '1996-01-01' + interval '3' month
+	group by
+		l_suppkey
+)
+select
+	s_suppkey,
+	s_name,
+	s_address,
+	s_phone,
+	total_revenue
+from
+	supplier,
+	revenue0
+where
+	s_suppkey = supplier_no
+	and total_revenue = (
+		select
+			max(total_revenue)
+		from
+			revenue0
+	)
+order by
+	s_suppkey
