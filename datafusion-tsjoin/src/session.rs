@@ -94,8 +94,8 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         // placed for distribution.
         let at = rules
             .iter()
-            .position(|r| r.name() == "JoinSelection")
-            .map_or(rules.len(), |i| i + 1);
+            .position(|r| r.name() == "join_selection")
+            .map_or(0, |i| i + 1);
         rules.insert(at, Arc::new(crate::join_filter::FactProbeRule));
         let at = rules
             .iter()

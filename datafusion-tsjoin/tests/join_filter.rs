@@ -233,6 +233,28 @@ async fn exec(ctx: &SessionContext, sql: &str) {
     }
 }
 
+/// A fact `f(k)` of 100 rows and a dimension `d1(k, a)` of 10.
+const SMALL_STAR: [(&str, &str); 2] = [
+    ("f", "SELECT value AS k FROM generate_series(1, 100)"),
+    (
+        "d1",
+        "SELECT value AS k, value % 3 AS a FROM generate_series(1, 10)",
+    ),
+];
+/// Four fact rows match: k = 1, 4, 7, 10.
+const SMALL_STAR_QUERY: &str =
+    "SELECT count(*) FROM f JOIN d1 ON f.k = d1.k WHERE d1.a = 1";
+
+/// Writes each `(name, query)` of `tables` as Parquet under `dir/name/`
+/// and registers them all in `ctx`.
+async fn tables(ctx: &SessionContext, dir: &Path, tables: &[(&str, &str)]) {
+    for (name, query) in tables {
+        let path = dir.join(name).join("a.parquet");
+        exec(ctx, &format!("COPY ({query}) TO '{}'", path.display())).await;
+    }
+    register_star(ctx, dir).await;
+}
+
 async fn register_star(ctx: &SessionContext, dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
@@ -337,15 +359,16 @@ async fn random_stars_answer_as_without_join_filters() {
 async fn exact_filters_keep_exactly_the_matching_fact_rows() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = session(2, 1000, true);
-    let d = dir.path().display();
-    exec(&ctx, &format!(
-        "COPY (SELECT value AS k1, value % 50 AS k2, value % 7 AS x FROM generate_series(1, 20000)) \
-           TO '{d}/f/a.parquet'; \
-         COPY (SELECT value AS k, value % 10 AS a FROM generate_series(1, 20000)) TO '{d}/d1/a.parquet'; \
-         COPY (SELECT value AS k, value % 5 AS a FROM generate_series(0, 49)) TO '{d}/d2/a.parquet'"
-    ))
+    tables(
+        &ctx,
+        dir.path(),
+        &[
+            ("f", "SELECT value AS k1, value % 50 AS k2, value % 7 AS x FROM generate_series(1, 20000)"),
+            ("d1", "SELECT value AS k, value % 10 AS a FROM generate_series(1, 20000)"),
+            ("d2", "SELECT value AS k, value % 5 AS a FROM generate_series(0, 49)"),
+        ],
+    )
     .await;
-    register_star(&ctx, dir.path()).await;
     let sql = "SELECT count(*) FROM f, d1, d2 WHERE f.k1 = d1.k AND f.k2 = d2.k AND d1.a = 3 AND d2.a = 0";
     let plan = crate::support::explained_plan(&ctx, sql).await;
     assert!(plan.contains("LipFilterExec: join_filters=["), "{plan}");
@@ -371,13 +394,12 @@ async fn exact_filters_keep_exactly_the_matching_fact_rows() {
     assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
     let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
     assert_eq!(lip.metrics().unwrap().output_rows(), Some(2000));
-    assert_eq!(
-        lip.metrics()
-            .unwrap()
-            .sum_by_name("filter_rows_in")
-            .map(|v| v.as_usize()),
-        Some(20000)
-    );
+    assert_eq!(rows_in(lip), 20000);
+    // EXPLAIN ANALYZE's line names the kind and size of each filter.
+    let line = datafusion::physical_plan::displayable(lip.as_ref())
+        .one_line()
+        .to_string();
+    assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
 }
 
 fn find<'a>(
@@ -396,14 +418,8 @@ fn find<'a>(
 async fn where_join_filters_are_not_placed() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = session(2, 1000, true);
-    let d = dir.path().display();
-    exec(&ctx, &format!(
-        "COPY (SELECT value AS k FROM generate_series(1, 100)) TO '{d}/f/a.parquet'; \
-         COPY (SELECT value AS k, value % 3 AS a FROM generate_series(1, 10)) TO '{d}/d1/a.parquet'"
-    ))
-    .await;
-    register_star(&ctx, dir.path()).await;
-    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k = d1.k WHERE d1.a = 1";
+    tables(&ctx, dir.path(), &SMALL_STAR).await;
+    let sql = SMALL_STAR_QUERY;
     let has = |ctx: SessionContext| async move {
         contains_operator(
             &crate::support::physical_plan(&ctx, sql).await,
@@ -462,14 +478,8 @@ async fn bits_over_the_memory_limit_fall_back_to_the_predicate() {
 async fn the_operator_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = session(2, 1000, true);
-    let d = dir.path().display();
-    exec(&ctx, &format!(
-        "COPY (SELECT value AS k FROM generate_series(1, 100)) TO '{d}/f/a.parquet'; \
-         COPY (SELECT value AS k, value % 3 AS a FROM generate_series(1, 10)) TO '{d}/d1/a.parquet'"
-    ))
-    .await;
-    register_star(&ctx, dir.path()).await;
-    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k = d1.k WHERE d1.a = 1";
+    tables(&ctx, dir.path(), &SMALL_STAR).await;
+    let sql = SMALL_STAR_QUERY;
     let plan = crate::support::physical_plan(&ctx, sql).await;
     let back = crate::support::physical_round_trip(&plan, &ctx);
     assert_eq!(
@@ -487,18 +497,26 @@ async fn the_operator_round_trips() {
 async fn every_dimension_filters_the_fact_scan() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = session(2, 8192, true);
-    let d = dir.path().display();
-    exec(
+    tables(
         &ctx,
-        &format!(
-            "COPY (SELECT value % 20000 + 1 AS k1, value % 40000 + 1 AS k2, value AS x \
-               FROM generate_series(1, 200000)) TO '{d}/f/a.parquet'; \
-             COPY (SELECT value AS k, value % 1000 AS a FROM generate_series(1, 20000)) TO '{d}/d1/a.parquet'; \
-             COPY (SELECT value AS k, value % 3 AS b FROM generate_series(1, 40000)) TO '{d}/d2/a.parquet'"
-        ),
+        dir.path(),
+        &[
+            (
+                "f",
+                "SELECT value % 20000 + 1 AS k1, value % 40000 + 1 AS k2, value AS x \
+                   FROM generate_series(1, 200000)",
+            ),
+            (
+                "d1",
+                "SELECT value AS k, value % 1000 AS a FROM generate_series(1, 20000)",
+            ),
+            (
+                "d2",
+                "SELECT value AS k, value % 3 AS b FROM generate_series(1, 40000)",
+            ),
+        ],
     )
     .await;
-    register_star(&ctx, dir.path()).await;
     let sql = "SELECT sum(f.x), count(*) FROM f, d1, d2 \
                WHERE f.k1 = d1.k AND f.k2 = d2.k AND d1.a = 7 AND d2.b <> 2";
     let plan = crate::support::explained_plan(&ctx, sql).await;
@@ -513,4 +531,28 @@ async fn every_dimension_filters_the_fact_scan() {
         crate::support::query_rows(&ctx, sql).await,
         crate::support::query_rows(&without, sql).await
     );
+}
+
+/// `FactProbeRule` must run right after DataFusion's join selection (it
+/// swaps build sides, which is only allowed before distribution and
+/// dynamic filters are placed) and `JoinFilterRule` after the last filter
+/// pushdown (which places the joins' filters in the scans).
+#[test]
+fn the_rules_run_where_they_must() {
+    let ctx = crate::support::context(1);
+    let state = ctx.state();
+    let names: Vec<&str> = state
+        .physical_optimizers()
+        .iter()
+        .map(|r| r.name())
+        .collect();
+    let at = |name: &str| {
+        names
+            .iter()
+            .rposition(|n| *n == name)
+            .unwrap_or_else(|| panic!("{names:?}"))
+    };
+    assert_eq!(at("FactProbeRule"), at("join_selection") + 1, "{names:?}");
+    assert!(at("JoinFilterRule") > at("FilterPushdown"), "{names:?}");
+    assert!(at("JoinFilterRule") < at("SanityCheckPlan"), "{names:?}");
 }
