@@ -1,7 +1,7 @@
 //! [`LipFilterExec`]: the operator above a fact scan that applies the join
 //! filters of the hash joins it feeds.
 
-use super::filter::{BitFilter, CompiledFilter, PredicateFilter};
+use super::filter::BitFilter;
 use super::stream::LipFilterStream;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -38,8 +38,9 @@ pub(crate) const ROWS_PER_BIT: u64 = 8;
 /// pushes into the scan but (without `parquet.pushdown_filters`) only uses
 /// to prune row groups. Once a join's build side is done, its filter is
 /// compiled into a bit per key value when the key is an integer of a small
-/// enough range (an exact filter: Quickstep's bit vector) and kept as
-/// DataFusion's predicate otherwise; a filter whose build is not done yet
+/// enough range (an exact filter: Quickstep's bit vector) and left to the
+/// join otherwise (its membership test costs here what the join's probe
+/// costs there); a filter whose build is not done yet
 /// is skipped, so the operator never waits. All filters are applied to
 /// each batch in adaptive order (see [`super::prober`]). Placed by
 /// [`super::JoinFilterRule`].
@@ -95,9 +96,10 @@ impl JoinFilter {
 pub(crate) enum Compiled {
     #[default]
     NotYet,
-    /// Nothing to apply (the join passed every row).
+    /// Nothing to apply: the join passes every row, or its filter cannot be
+    /// bits and is left to the join.
     Nothing,
-    Ready(Arc<CompiledFilter>),
+    Ready(Arc<BitFilter>),
 }
 
 impl LipFilterExec {
@@ -156,8 +158,8 @@ impl LipFilterExec {
 
     /// Filter `i` compiled, or `None` while its join's build runs. Compiles
     /// it on the first call after the build is done; the bits are
-    /// accounted to `pool` (DataFusion's predicate is used instead when the
-    /// pool refuses them).
+    /// accounted to `pool` (the filter is left to the join when the pool
+    /// refuses them).
     pub(crate) fn compiled(
         &self,
         i: usize,
@@ -215,7 +217,7 @@ impl LipFilterExec {
                 let name = &self.filters[i].name;
                 match &*self.compiled[i].lock() {
                     Compiled::NotYet => name.clone(),
-                    Compiled::Nothing => format!("{name}: none"),
+                    Compiled::Nothing => format!("{name}: left to the join"),
                     Compiled::Ready(f) => {
                         let off = if on { "" } else { ", off" };
                         match f.size() {
@@ -245,7 +247,7 @@ fn strip_indices(s: &str) -> String {
     out
 }
 
-/// A finished dynamic filter as bits or as its predicate.
+/// A finished dynamic filter as bits, or nothing to apply here.
 fn compile(
     dynamic: &DynamicFilterPhysicalExpr,
     input: &Schema,
@@ -265,15 +267,16 @@ fn compile(
         let reservation =
             MemoryConsumer::new(format!("LipFilterExec[{name}]")).register(pool);
         if reservation.try_grow(bits.size()).is_ok() {
-            return Ok(Compiled::Ready(Arc::new(CompiledFilter::Bits(
+            return Ok(Compiled::Ready(Arc::new(
                 bits.with_reservation(reservation),
-            ))));
+            )));
         }
     }
-    Ok(match PredicateFilter::try_new(&predicate, input)? {
-        Some(p) => Compiled::Ready(Arc::new(CompiledFilter::Predicate(p))),
-        None => Compiled::Nothing,
-    })
+    // Not bits (several or non-integer keys, too wide a range, no memory):
+    // the join applies its filter itself. Applying DataFusion's membership
+    // test here as well measured slower (TPC-H Q3, Q4, Q5, Q20): it costs
+    // about what the join's probe costs.
+    Ok(Compiled::Nothing)
 }
 
 impl DisplayAs for LipFilterExec {

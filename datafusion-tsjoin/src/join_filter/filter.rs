@@ -8,7 +8,9 @@
 //! small enough it is evaluated once over every value of the range, and the
 //! answers kept as one bit per value: Quickstep's exact bit-vector filter,
 //! probed with a subtraction, a compare and a bit test per row. Other keys
-//! keep DataFusion's predicate ([`CompiledFilter::Predicate`]).
+//! are left to DataFusion's join: evaluating its membership test before
+//! the join costs about what the join's own probe costs (TPC-H measured
+//! slower that way), while a bit test costs a fraction of it.
 
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, PrimitiveArray, RecordBatch,
@@ -16,7 +18,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
     ArrowPrimitiveType, DataType, Date32Type, Field, Int8Type, Int16Type, Int32Type,
-    Int64Type, Schema, SchemaRef, UInt8Type, UInt16Type, UInt32Type,
+    Int64Type, Schema, UInt8Type, UInt16Type, UInt32Type,
 };
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{Result, ScalarValue};
@@ -36,43 +38,6 @@ const DOMAIN_CHUNK: i64 = 1 << 16;
 /// cannot collide with another column the predicate reads).
 const DOMAIN_KEY: &str = "\u{0}join filter key";
 
-/// A join filter ready to probe: what one dynamic filter became once its
-/// join's build side was done.
-#[derive(Debug)]
-pub(crate) enum CompiledFilter {
-    /// One bit per key value in `[min, max]`.
-    Bits(BitFilter),
-    /// DataFusion's predicate itself (multi-column or non-integer keys,
-    /// ranges too wide for bits, or no memory for them).
-    Predicate(PredicateFilter),
-}
-
-impl CompiledFilter {
-    /// The kind EXPLAIN ANALYZE shows.
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Self::Bits(_) => "exact_bits",
-            Self::Predicate(_) => "predicate",
-        }
-    }
-
-    /// Bytes this filter holds beyond DataFusion's own structures.
-    pub(crate) fn size(&self) -> usize {
-        match self {
-            Self::Bits(b) => b.words.len() * 8,
-            Self::Predicate(_) => 0,
-        }
-    }
-
-    /// Keeps, of the rows `sel` lists (ascending), those that pass.
-    pub(crate) fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
-        match self {
-            Self::Bits(b) => b.retain(batch, sel),
-            Self::Predicate(p) => p.retain(batch, sel),
-        }
-    }
-}
-
 /// Quickstep's exact filter: bit `v - min` says whether key `v` passes.
 #[derive(Debug)]
 pub(crate) struct BitFilter {
@@ -87,75 +52,6 @@ pub(crate) struct BitFilter {
     nulls_pass: bool,
     /// Held while the filter lives: its bits are accounted to the pool.
     _reservation: Option<MemoryReservation>,
-}
-
-/// A filter that evaluates DataFusion's predicate, on the referenced
-/// columns only (taken at the surviving rows when few survive).
-#[derive(Debug)]
-pub(crate) struct PredicateFilter {
-    /// The predicate over `columns`' projection (column `i` is
-    /// `columns[i]` of the operator's input).
-    expr: Arc<dyn PhysicalExpr>,
-    columns: Vec<usize>,
-    schema: SchemaRef,
-}
-
-impl PredicateFilter {
-    /// `predicate` over `input`, or `None` when it names a column `input`
-    /// lacks.
-    pub(crate) fn try_new(
-        predicate: &Arc<dyn PhysicalExpr>,
-        input: &Schema,
-    ) -> Result<Option<Self>> {
-        let Ok(over_input) = reassign_expr_columns(Arc::clone(predicate), input) else {
-            return Ok(None);
-        };
-        let mut columns: Vec<usize> = collect_columns(&over_input)
-            .iter()
-            .map(|c| c.index())
-            .collect();
-        columns.sort_unstable();
-        let schema = Arc::new(input.project(&columns)?);
-        let expr = reassign_expr_columns(over_input, &schema)?;
-        Ok(Some(Self {
-            expr,
-            columns,
-            schema,
-        }))
-    }
-
-    fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
-        let rows = batch.num_rows();
-        let dense = sel.len() * 4 >= rows;
-        let indices = (!dense).then(|| PrimitiveArray::<UInt32Type>::from(sel.clone()));
-        let arrays = self
-            .columns
-            .iter()
-            .map(|&c| match &indices {
-                None => Ok(Arc::clone(batch.column(c))),
-                Some(i) => {
-                    Ok(datafusion::arrow::compute::take(batch.column(c), i, None)?)
-                }
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let input = RecordBatch::try_new(Arc::clone(&self.schema), arrays)?;
-        let mask = self.expr.evaluate(&input)?.into_array(input.num_rows())?;
-        let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
-            return datafusion::common::internal_err!(
-                "join filter predicate is not boolean"
-            );
-        };
-        // A NULL answer drops the row, as a WHERE would.
-        let pass = |i: usize| mask.is_valid(i) && mask.value(i);
-        let mut w = 0;
-        for r in 0..sel.len() {
-            let row = sel[r];
-            sel[w] = row;
-            w += usize::from(pass(if dense { row as usize } else { r }));
-        }
-        sel.truncate(w);
-        Ok(())
-    }
 }
 
 impl BitFilter {
@@ -271,7 +167,14 @@ impl BitFilter {
         self.words.len() * 8
     }
 
-    fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
+    /// The kind EXPLAIN ANALYZE shows.
+    pub(crate) fn kind(&self) -> &'static str {
+        "exact_bits"
+    }
+
+    /// Keeps, of the rows `sel` lists (ascending), those whose key's bit is
+    /// set.
+    pub(crate) fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
         let keys = self.key.evaluate(batch)?.into_array(batch.num_rows())?;
         let bits = Bits {
             min: self.min,
@@ -409,7 +312,7 @@ impl Bits<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::physical_expr::expressions::{InListExpr, col, lit};
+    use datafusion::physical_expr::expressions::{InListExpr, IsNullExpr, col, lit};
 
     fn schema() -> Schema {
         Schema::new(vec![
@@ -444,42 +347,45 @@ mod tests {
         .unwrap()
     }
 
-    fn kept(f: &CompiledFilter, b: &RecordBatch) -> Vec<u32> {
-        let mut sel: Vec<u32> = (0..b.num_rows() as u32).collect();
+    /// The rows of `sel` the predicate itself keeps (the reference).
+    fn by_predicate(
+        pred: &Arc<dyn PhysicalExpr>,
+        b: &RecordBatch,
+        sel: &[u32],
+    ) -> Vec<u32> {
+        let mask = pred.evaluate(b).unwrap().into_array(b.num_rows()).unwrap();
+        let mask = mask.as_any().downcast_ref::<BooleanArray>().unwrap();
+        sel.iter()
+            .copied()
+            .filter(|&i| mask.is_valid(i as usize) && mask.value(i as usize))
+            .collect()
+    }
+
+    fn by_bits(f: &BitFilter, b: &RecordBatch, sel: &[u32]) -> Vec<u32> {
+        let mut sel = sel.to_vec();
         f.retain(b, &mut sel).unwrap();
         sel
     }
 
     #[test]
-    fn bits_and_predicate_agree_with_the_predicate() {
+    fn bits_keep_what_the_predicate_keeps() {
         let s = schema();
         let pred = join_filter(3, 40, &[3, 5, 7, 40]);
         let k = col("k", &s).unwrap();
         let bits = BitFilter::try_new(&pred, &k, &s, 1 << 20).unwrap().unwrap();
         assert_eq!(bits.len, 38);
-        let bits = CompiledFilter::Bits(bits);
-        let plain = CompiledFilter::Predicate(
-            PredicateFilter::try_new(&pred, &s).unwrap().unwrap(),
-        );
+        assert_eq!(bits.kind(), "exact_bits");
         let keys: Vec<Option<i32>> = (-5..60)
             .map(|v| (v % 11 != 0).then_some(v))
             .chain([Some(i32::MIN), Some(i32::MAX)])
             .collect();
-        let b = batch(keys.clone());
-        let want: Vec<u32> = keys
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| matches!(k, Some(3 | 5 | 7 | 40)))
-            .map(|(i, _)| i as u32)
-            .collect();
-        assert_eq!(kept(&bits, &b), want);
-        assert_eq!(kept(&plain, &b), want);
-        // Starting from a sparse selection (the predicate takes its rows).
-        let mut sel = vec![1, 8, 10, 12, 45];
-        plain.retain(&b, &mut sel).unwrap();
-        let mut sel2 = vec![1, 8, 10, 12, 45];
-        bits.retain(&b, &mut sel2).unwrap();
-        assert_eq!(sel, sel2);
+        let b = batch(keys);
+        let all: Vec<u32> = (0..b.num_rows() as u32).collect();
+        assert_eq!(by_bits(&bits, &b, &all), by_predicate(&pred, &b, &all));
+        assert_eq!(by_bits(&bits, &b, &all).len(), 4);
+        // From a sparse selection too.
+        let some = [1, 8, 10, 12, 45, 66];
+        assert_eq!(by_bits(&bits, &b, &some), by_predicate(&pred, &b, &some));
     }
 
     #[test]
@@ -493,7 +399,7 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
-        // Membership alone (no bounds): DataFusion's predicate stays.
+        // Membership alone (no bounds): left to the join.
         let member: Arc<dyn PhysicalExpr> = Arc::new(
             InListExpr::try_new(Arc::clone(&k), vec![lit(1)], false, &s).unwrap(),
         );
@@ -502,33 +408,37 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+        // A string key: left to the join.
+        let x = col("x", &s).unwrap();
+        let on_x: Arc<dyn PhysicalExpr> = Arc::new(
+            InListExpr::try_new(Arc::clone(&x), vec![lit("a")], false, &s).unwrap(),
+        );
+        assert!(
+            BitFilter::try_new(&on_x, &x, &s, 1 << 20)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
-    fn null_keys_follow_the_predicate() {
+    fn null_keys_are_dropped_unless_the_predicate_keeps_them() {
         let s = schema();
         let k = col("k", &s).unwrap();
         let pred = join_filter(1, 3, &[1, 2, 3]);
+        let b = batch(vec![None, Some(2), Some(9)]);
+        let bits = BitFilter::try_new(&pred, &k, &s, 64).unwrap().unwrap();
+        assert_eq!(by_bits(&bits, &b, &[0, 1, 2]), vec![1]);
+        // `k IS NULL OR …` (null-equal joins) has no top-level bounds: left
+        // to the join.
         let with_nulls: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(
-            Arc::new(datafusion::physical_expr::expressions::IsNullExpr::new(
-                Arc::clone(&k),
-            )),
+            Arc::new(IsNullExpr::new(Arc::clone(&k))),
             Operator::Or,
             Arc::clone(&pred),
         ));
-        let b = batch(vec![None, Some(2), Some(9)]);
-        let strict =
-            CompiledFilter::Bits(BitFilter::try_new(&pred, &k, &s, 64).unwrap().unwrap());
-        assert_eq!(kept(&strict, &b), vec![1]);
-        // `k IS NULL OR …` has no top-level bounds: kept as the predicate.
         assert!(
             BitFilter::try_new(&with_nulls, &k, &s, 64)
                 .unwrap()
                 .is_none()
         );
-        let plain = CompiledFilter::Predicate(
-            PredicateFilter::try_new(&with_nulls, &s).unwrap().unwrap(),
-        );
-        assert_eq!(kept(&plain, &b), vec![0, 1]);
     }
 }

@@ -10,7 +10,7 @@
 //! almost nothing once it has seen enough rows (Q4.1's date filter passes
 //! every row).
 
-use super::filter::CompiledFilter;
+use super::filter::BitFilter;
 use super::metrics::FilterMetrics;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::Result;
@@ -31,7 +31,7 @@ const SWITCH_OFF_PASS_RATE: f64 = 0.98;
 struct Slot {
     /// The filter's index in its operator.
     index: usize,
-    filter: Arc<CompiledFilter>,
+    filter: Arc<BitFilter>,
     metrics: FilterMetrics,
     rows_in: u64,
     rows_out: u64,
@@ -41,14 +41,10 @@ struct Slot {
 
 impl Slot {
     /// Expected nanoseconds spent per row this filter drops (lower runs
-    /// first). Before any measurement, bit filters rank ahead of
-    /// predicates.
+    /// first); unmeasured filters first.
     fn rank(&self) -> f64 {
         if self.rows_in == 0 {
-            return match self.filter.as_ref() {
-                CompiledFilter::Bits(_) => 0.0,
-                CompiledFilter::Predicate(_) => 1.0,
-            };
+            return 0.0;
         }
         let cost = (self.nanos.max(1)) as f64 / self.rows_in as f64;
         let dropped = 1.0 - self.rows_out as f64 / self.rows_in as f64;
@@ -69,7 +65,7 @@ impl Prober {
     pub(crate) fn push(
         &mut self,
         index: usize,
-        filter: Arc<CompiledFilter>,
+        filter: Arc<BitFilter>,
         metrics: FilterMetrics,
     ) {
         self.slots.push(Slot {
@@ -165,7 +161,7 @@ fn sel_slice_len(rows_seen: usize, wanted: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::join_filter::filter::{BitFilter, PredicateFilter};
+    use crate::join_filter::filter::BitFilter;
     use datafusion::arrow::array::Int32Array;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::logical_expr::Operator;
@@ -190,14 +186,15 @@ mod tests {
         ]);
         let metrics = ExecutionPlanMetricsSet::new();
         let mut prober = Prober::default();
-        // `a` passes everything (a predicate, first by insertion), `b` 1 %.
-        let useless = PredicateFilter::try_new(&range(&s, "a", 0, 1 << 30), &s)
+        // `a` passes everything (first by insertion), `b` 1 %.
+        let a = col("a", &s).unwrap();
+        let useless = BitFilter::try_new(&range(&s, "a", 0, 9999), &a, &s, 1 << 20)
             .unwrap()
             .unwrap();
         prober.push(
             0,
-            Arc::new(CompiledFilter::Predicate(useless)),
-            FilterMetrics::new(&metrics, 0, "a", "predicate"),
+            Arc::new(useless),
+            FilterMetrics::new(&metrics, 0, "a", "exact_bits"),
         );
         let b = col("b", &s).unwrap();
         let selective = BitFilter::try_new(&range(&s, "b", 0, 0), &b, &s, 1 << 10)
@@ -205,7 +202,7 @@ mod tests {
             .unwrap();
         prober.push(
             1,
-            Arc::new(CompiledFilter::Bits(selective)),
+            Arc::new(selective),
             FilterMetrics::new(&metrics, 0, "b", "exact_bits"),
         );
         let n = 8192;
@@ -224,9 +221,11 @@ mod tests {
             assert_eq!(sel, want);
         }
         assert_eq!(prober.order(), vec![(1, true), (0, true)]);
-        // The bits ran first, so `a` saw only 1 % of the rows: not yet
-        // enough to judge it.
-        assert!(prober.slots[1].rows_in < prober.slots[0].rows_in / 50);
+        // Once measured, `b` runs first and `a` sees only what `b` keeps.
+        assert!(
+            prober.slots[1].rows_in < prober.slots[0].rows_in,
+            "{prober:?}"
+        );
         assert!(prober.is_active());
     }
 
@@ -241,7 +240,7 @@ mod tests {
             .unwrap();
         prober.push(
             0,
-            Arc::new(CompiledFilter::Bits(all)),
+            Arc::new(all),
             FilterMetrics::new(&metrics, 0, "a", "exact_bits"),
         );
         let batch = RecordBatch::try_new(

@@ -26,7 +26,7 @@ const FACT_RATIO: usize = 4;
 /// fact rows become the build side: that dimension's join filter goes to
 /// the dimension's scan instead of the fact's, so no fact row is dropped by
 /// it before the probes (SSB Q4.2's `part`). This rule swaps such a join
-/// back (inner joins only), when the dimension side is estimated small
+/// back (inner joins, and semi joins that keep the fact rows), when the dimension side is estimated small
 /// enough to build on (DataFusion's single-partition threshold in rows,
 /// `datafusion.optimizer.hash_join_single_partition_threshold_rows`). It
 /// runs right after `JoinSelection`, with `tsjoin.join_filters`.
@@ -52,7 +52,7 @@ impl PhysicalOptimizerRule for FactProbeRule {
             let Some(join) = node.downcast_ref::<HashJoinExec>() else {
                 return Ok(Transformed::no(node));
             };
-            if join.join_type() != &JoinType::Inner
+            if !matches!(join.join_type(), JoinType::Inner | JoinType::LeftSemi)
                 || !join.dynamic_expressions_produced().is_empty()
                 || largest_table(join.left())
                     < FACT_RATIO * largest_table(join.right()).max(1)
