@@ -230,7 +230,7 @@ pub fn scan_rows(
     plan: &Arc<dyn ExecutionPlan>,
     pick: &dyn Fn(&Arc<dyn ExecutionPlan>) -> bool,
 ) -> usize {
-    if plan.name() == "LipFilterExec" && scan_rows(&plan.children()[0], pick) > 0 {
+    if plan.name() == "LipFilterExec" && scan_rows(plan.children()[0], pick) > 0 {
         return plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0);
     }
     let own = if plan.name() == "DataSourceExec" && pick(plan) {
