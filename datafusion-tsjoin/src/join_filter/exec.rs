@@ -187,8 +187,9 @@ impl LipFilterExec {
         }))
     }
 
-    pub(crate) fn filter_names(&self) -> Vec<String> {
-        self.filters.iter().map(|f| f.name.clone()).collect()
+    /// What EXPLAIN calls filter `i`.
+    pub(crate) fn filter_name(&self, i: usize) -> &str {
+        &self.filters[i].name
     }
 
     /// Keeps the probe order a partition ended with (the one with the most

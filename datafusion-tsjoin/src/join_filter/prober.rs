@@ -57,6 +57,8 @@ impl Slot {
 pub(crate) struct Prober {
     slots: Vec<Slot>,
     rows_seen: usize,
+    /// The rows of the slice at hand (kept to reuse its allocation).
+    part: Vec<u32>,
 }
 
 impl Prober {
@@ -101,7 +103,7 @@ impl Prober {
         let rows = batch.num_rows();
         let mut start = 0;
         let mut slice = sel_slice_len(self.rows_seen, rows);
-        let mut part = Vec::new();
+        let mut part = std::mem::take(&mut self.part);
         while start < rows {
             let end = start.saturating_add(slice).min(rows);
             part.clear();
@@ -112,6 +114,7 @@ impl Prober {
             start = end;
             slice = sel_slice_len(self.rows_seen, slice.saturating_mul(2));
         }
+        self.part = part;
         Ok(())
     }
 

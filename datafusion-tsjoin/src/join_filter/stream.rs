@@ -60,7 +60,6 @@ impl LipFilterStream {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let names = self.exec.filter_names();
         let mut still = Vec::new();
         for &i in &self.pending {
             match self.exec.compiled(i, &self.pool)? {
@@ -70,7 +69,7 @@ impl LipFilterStream {
                     let metrics = FilterMetrics::new(
                         &self.metrics,
                         self.partition,
-                        &names[i],
+                        self.exec.filter_name(i),
                         filter.kind(),
                     );
                     self.prober.push(i, filter, metrics);
