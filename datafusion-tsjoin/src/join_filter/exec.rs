@@ -92,7 +92,7 @@ impl JoinFilter {
 }
 
 /// A filter's compilation state.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) enum Compiled {
     #[default]
     NotYet,
@@ -156,7 +156,7 @@ impl LipFilterExec {
         self.max_bits
     }
 
-    /// Filter `i` compiled, or `None` while its join's build runs. Compiles
+    /// Filter `i` compiled, or `NotYet` while its join's build runs. Compiles
     /// it on the first call after the build is done; the bits are
     /// accounted to `pool` (the filter is left to the join when the pool
     /// refuses them).
@@ -164,13 +164,13 @@ impl LipFilterExec {
         &self,
         i: usize,
         pool: &Arc<dyn MemoryPool>,
-    ) -> Result<Option<Compiled>> {
+    ) -> Result<Compiled> {
         let filter = &self.filters[i];
         let mut state = self.compiled[i].lock();
         if let Compiled::NotYet = *state {
             let dynamic = filter.dynamic();
             if futures::FutureExt::now_or_never(dynamic.wait_complete()).is_none() {
-                return Ok(None);
+                return Ok(Compiled::NotYet);
             }
             *state = compile(
                 dynamic,
@@ -180,11 +180,7 @@ impl LipFilterExec {
                 &filter.name,
             )?;
         }
-        Ok(Some(match &*state {
-            Compiled::NotYet => Compiled::NotYet,
-            Compiled::Nothing => Compiled::Nothing,
-            Compiled::Ready(f) => Compiled::Ready(Arc::clone(f)),
-        }))
+        Ok(state.clone())
     }
 
     /// What EXPLAIN calls filter `i`.

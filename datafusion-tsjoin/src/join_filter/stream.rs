@@ -63,9 +63,9 @@ impl LipFilterStream {
         let mut still = Vec::new();
         for &i in &self.pending {
             match self.exec.compiled(i, &self.pool)? {
-                None | Some(Compiled::NotYet) => still.push(i),
-                Some(Compiled::Nothing) => {}
-                Some(Compiled::Ready(filter)) => {
+                Compiled::NotYet => still.push(i),
+                Compiled::Nothing => {}
+                Compiled::Ready(filter) => {
                     let metrics = FilterMetrics::new(
                         &self.metrics,
                         self.partition,
