@@ -318,10 +318,21 @@ fn session(partitions: usize, batch: usize, join_filters: bool) -> SessionContex
     ctx
 }
 
+/// Makes every hash join of `ctx` partitioned (both sides hashed), as
+/// large builds are: their filters route each key by its hash.
+fn partitioned_joins(ctx: &SessionContext) {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    let optimizer = &mut state.config_mut().options_mut().optimizer;
+    optimizer.hash_join_single_partition_threshold = 0;
+    optimizer.hash_join_single_partition_threshold_rows = 0;
+}
+
 /// Random star schemas (1–4 dimensions; dense, sparse, 64-bit and string
 /// keys; NULL and duplicate dimension keys; empty dimensions; skewed fact
-/// keys; 1–4 partitions; random batch and row-group sizes; the fact
-/// anywhere in FROM): with join filters, the answer is the one without.
+/// keys; 1–4 partitions; collect-left or partitioned joins; random batch
+/// and row-group sizes; the fact anywhere in FROM): with join filters, the
+/// answer is the one without.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_stars_answer_as_without_join_filters() {
     let cases = case_count("TSJOIN_LIP_CASES", 40);
@@ -334,6 +345,11 @@ async fn random_stars_answer_as_without_join_filters() {
         let batch = rng.random_range(1..=2000);
         let with = session(partitions, batch, true);
         let without = session(partitions, batch, false);
+        let partitioned = rng.random_bool(0.5);
+        if partitioned {
+            partitioned_joins(&with);
+            partitioned_joins(&without);
+        }
         register_star(&with, dir.path()).await;
         register_star(&without, dir.path()).await;
         let (want, off_fired) = run(&without, &sql).await;
@@ -341,7 +357,8 @@ async fn random_stars_answer_as_without_join_filters() {
         assert!(!off_fired, "case {case}: join filters ran while off");
         assert_eq!(
             got, want,
-            "case {case} ({partitions} partitions, batch {batch}): {sql}"
+            "case {case} ({partitions} partitions, partitioned joins {partitioned}, \
+             batch {batch}): {sql}"
         );
         fired += usize::from(on_fired);
     }
@@ -400,6 +417,53 @@ async fn exact_filters_keep_exactly_the_matching_fact_rows() {
         .one_line()
         .to_string();
     assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
+}
+
+/// A partitioned join's filter (a `CASE` over the key's hash) becomes bits
+/// too, over the widest bounds of its partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_joins_filters_are_bits_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = session(2, 1000, true);
+    partitioned_joins(&ctx);
+    tables(
+        &ctx,
+        dir.path(),
+        &[
+            (
+                "f",
+                "SELECT value AS k1, value % 7 AS x FROM generate_series(1, 20000)",
+            ),
+            (
+                "d1",
+                "SELECT value AS k, value % 10 AS a FROM generate_series(1, 20000)",
+            ),
+        ],
+    )
+    .await;
+    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k1 = d1.k WHERE d1.a = 3";
+    let physical = crate::support::physical_plan(&ctx, sql).await;
+    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
+    let plan = datafusion::physical_plan::displayable(physical.as_ref())
+        .indent(false)
+        .to_string();
+    assert!(plan.contains("mode=Partitioned"), "{plan}");
+    let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
+    let line = datafusion::physical_plan::displayable(lip.as_ref())
+        .one_line()
+        .to_string();
+    assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
+    // Rows that passed before both builds were done reach the join
+    // unchecked; of the checked ones only matching rows pass (exact bits).
+    let out = lip.metrics().unwrap().output_rows().unwrap();
+    let unchecked = 20000 - rows_in(lip);
+    assert!(
+        out >= 2000 && out <= 2000 + unchecked,
+        "{out} rows out, {line}"
+    );
 }
 
 fn find<'a>(

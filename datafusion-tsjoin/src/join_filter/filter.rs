@@ -3,7 +3,9 @@
 //!
 //! A hash join's dynamic filter is DataFusion's own predicate over the probe
 //! key (`k >= min AND k <= max AND <membership>`, the membership an `IN`
-//! list or a lookup in the join's hash table). Once the build is done it is
+//! list or a lookup in the join's hash table; a partitioned join routes
+//! each key to its partition's such predicate with a `CASE` over the key's
+//! hash). Once the build is done it is
 //! a pure function of `k`, so for an integer key whose `[min, max]` range is
 //! small enough it is evaluated once over every value of the range, and the
 //! answers kept as one bit per value: Quickstep's exact bit-vector filter,
@@ -24,7 +26,7 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal};
+use datafusion::physical_expr::expressions::{BinaryExpr, CaseExpr, Column, Literal};
 use datafusion::physical_expr::split_conjunction;
 use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::PhysicalExpr;
@@ -216,9 +218,32 @@ fn bit_key_type(t: &DataType) -> bool {
     )
 }
 
-/// `[min, max]` from the conjuncts `key >= min` and `key <= max` of a
-/// predicate over column 0 (`key`), as DataFusion's join filters write them.
+/// `[min, max]` of the keys a predicate over column 0 (`key`) can pass, as
+/// DataFusion's join filters bound them: the conjuncts `key >= min` and
+/// `key <= max` of a collect-left join's filter, or, for a partitioned
+/// join (`CASE hash_repartition(key) % n WHEN 0 THEN f0 … ELSE false END`),
+/// the widest bounds of its branches (a key outside all of them passes no
+/// branch). `None`: some branch is unbounded (an `ELSE true` for partitions
+/// that never reported), or no bound is found.
 fn key_bounds(predicate: &Arc<dyn PhysicalExpr>) -> Result<Option<(i64, i64)>> {
+    if let Some(case) = predicate.downcast_ref::<CaseExpr>() {
+        let branches = case
+            .when_then_expr()
+            .iter()
+            .map(|(_, then)| then)
+            .chain(case.else_expr());
+        let mut bounds: Option<(i64, i64)> = None;
+        for branch in branches {
+            if passes_nothing(branch) {
+                continue;
+            }
+            let Some((lo, hi)) = key_bounds(branch)? else {
+                return Ok(None);
+            };
+            bounds = Some(bounds.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
+        }
+        return Ok(bounds);
+    }
     let (mut min, mut max) = (None, None);
     for conjunct in split_conjunction(predicate) {
         let Some(b) = conjunct.downcast_ref::<BinaryExpr>() else {
@@ -240,6 +265,13 @@ fn key_bounds(predicate: &Arc<dyn PhysicalExpr>) -> Result<Option<(i64, i64)>> {
         }
     }
     Ok(min.zip(max))
+}
+
+/// Whether `e` is a literal `false` or NULL (a branch no key passes).
+fn passes_nothing(e: &Arc<dyn PhysicalExpr>) -> bool {
+    e.downcast_ref::<Literal>().is_some_and(|l| {
+        matches!(l.value(), ScalarValue::Boolean(Some(false))) || l.value().is_null()
+    })
 }
 
 /// The probe side of a [`BitFilter`], borrowed for one batch.
@@ -365,6 +397,46 @@ mod tests {
         let mut sel = sel.to_vec();
         f.retain(b, &mut sel).unwrap();
         sel
+    }
+
+    /// A partitioned join's filter: `CASE k % 2 WHEN 0 THEN f0 WHEN 1 THEN
+    /// f1 ELSE <otherwise> END`.
+    fn partitioned_filter(otherwise: bool) -> Arc<dyn PhysicalExpr> {
+        let s = schema();
+        let k = col("k", &s).unwrap();
+        let route = Arc::new(BinaryExpr::new(k, Operator::Modulo, lit(2i32)));
+        Arc::new(
+            CaseExpr::try_new(
+                Some(route),
+                vec![
+                    (lit(0i32), join_filter(4, 40, &[4, 10, 40])),
+                    (lit(1i32), join_filter(-3, 21, &[-3, 5, 21])),
+                ],
+                Some(lit(otherwise)),
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn partitioned_filters_compile_over_the_widest_bounds() {
+        let s = schema();
+        let k = col("k", &s).unwrap();
+        let pred = partitioned_filter(false);
+        let bits = BitFilter::try_new(&pred, &k, &s, 1 << 20).unwrap().unwrap();
+        assert_eq!((bits.min, bits.len), (-3, 44));
+        let b = batch((-10..60).map(Some).chain([None]).collect());
+        let all: Vec<u32> = (0..b.num_rows() as u32).collect();
+        assert_eq!(by_bits(&bits, &b, &all), by_predicate(&pred, &b, &all));
+        // 4, 10, 40, 5, 21 (-3 % 2 is -1: no branch takes it).
+        assert_eq!(by_bits(&bits, &b, &all).len(), 5);
+        // Partitions that never reported pass every key: nothing to compile.
+        let open = partitioned_filter(true);
+        assert!(
+            BitFilter::try_new(&open, &k, &s, 1 << 20)
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
