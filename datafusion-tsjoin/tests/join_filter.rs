@@ -389,10 +389,7 @@ async fn exact_filters_keep_exactly_the_matching_fact_rows() {
     let sql = "SELECT count(*) FROM f, d1, d2 WHERE f.k1 = d1.k AND f.k2 = d2.k AND d1.a = 3 AND d2.a = 0";
     let plan = crate::support::explained_plan(&ctx, sql).await;
     assert!(plan.contains("LipFilterExec: join_filters=["), "{plan}");
-    let physical = crate::support::physical_plan(&ctx, sql).await;
-    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
-        .await
-        .unwrap();
+    let (physical, batches) = executed(&ctx, sql).await;
     // k1 % 10 = 3 and k1 % 50 % 5 = 0 never hold together: k1 ≡ 3 (mod 10)
     // means k1 % 5 = 3.
     assert_eq!(cells(&batches), vec![vec!["0".to_string()]]);
@@ -404,10 +401,7 @@ async fn exact_filters_keep_exactly_the_matching_fact_rows() {
 
     // One filter alone: d1.a = 3 keeps the k1 with k1 % 10 = 3, 2000 rows.
     let sql = "SELECT count(*) FROM f JOIN d1 ON f.k1 = d1.k WHERE d1.a = 3";
-    let physical = crate::support::physical_plan(&ctx, sql).await;
-    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
-        .await
-        .unwrap();
+    let (physical, batches) = executed(&ctx, sql).await;
     assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
     let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
     assert_eq!(lip.metrics().unwrap().output_rows(), Some(2000));
@@ -442,10 +436,7 @@ async fn partitioned_joins_filters_are_bits_too() {
     )
     .await;
     let sql = "SELECT count(*) FROM f JOIN d1 ON f.k1 = d1.k WHERE d1.a = 3";
-    let physical = crate::support::physical_plan(&ctx, sql).await;
-    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
-        .await
-        .unwrap();
+    let (physical, batches) = executed(&ctx, sql).await;
     assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
     let plan = datafusion::physical_plan::displayable(physical.as_ref())
         .indent(false)
@@ -464,6 +455,18 @@ async fn partitioned_joins_filters_are_bits_too() {
         out >= 2000 && out <= 2000 + unchecked,
         "{out} rows out, {line}"
     );
+}
+
+/// The physical plan of `sql`, run to completion, and its output.
+async fn executed(
+    ctx: &SessionContext,
+    sql: &str,
+) -> (Arc<dyn ExecutionPlan>, Vec<RecordBatch>) {
+    let physical = crate::support::physical_plan(ctx, sql).await;
+    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
+        .await
+        .unwrap();
+    (physical, batches)
 }
 
 fn find<'a>(
@@ -525,10 +528,7 @@ async fn bits_over_the_memory_limit_are_left_to_the_join() {
         limited_context_with(256 << 10, SessionConfig::new().with_target_partitions(1));
     register_star(&ctx, dir.path()).await;
     let sql = "SELECT count(*) FROM f JOIN d1 ON f.k = d1.k WHERE d1.a = 1";
-    let physical = crate::support::physical_plan(&ctx, sql).await;
-    let batches = collect(Arc::clone(&physical), ctx.task_ctx())
-        .await
-        .unwrap();
+    let (physical, batches) = executed(&ctx, sql).await;
     assert_eq!(cells(&batches), vec![vec!["2".to_string()]]);
     let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
     let line = datafusion::physical_plan::displayable(lip.as_ref())
