@@ -82,6 +82,9 @@ config_namespace! {
         /// `join_filter`): exact bit filters for integer keys of small range,
         /// in adaptive order.
         pub join_filters: bool, default = true
+        /// Widest key range (values) a join filter compiles into bits; 0:
+        /// automatic (an eighth of the scan's rows, from 64 Ki to 256 Mi).
+        pub join_filter_max_bits: u64, default = 0
         /// This session's query priority: `high`, `normal`, `low` or an
         /// integer (higher runs first). While a query of higher priority
         /// runs, lower ones pause at batch boundaries (see `priority`).

@@ -21,11 +21,15 @@ use parking_lot::Mutex;
 use std::fmt;
 use std::sync::Arc;
 
-/// Bit filters may always be this many values wide ...
-pub(crate) const MIN_MAX_BITS: u64 = 1 << 22;
-/// ... and wider up to an eighth of the scan's rows (computing the bits
-/// evaluates the join's predicate once per value, in one thread, while the
-/// filter checks the scan's rows in all), but never wider than this.
+/// Bit filters may be as wide as an eighth of the scan's rows (computing
+/// the bits evaluates the join's predicate once per value, a hash lookup
+/// of about 100 ns, in one thread, while the filter saves the join a probe
+/// of a few tens of ns per scanned row) but always this many values wide
+/// ...
+pub(crate) const MIN_MAX_BITS: u64 = 1 << 16;
+/// ... or, when the scan's row count is unknown, this many ...
+pub(crate) const UNKNOWN_ROWS_MAX_BITS: u64 = 1 << 22;
+/// ... and never wider than this.
 pub(crate) const MAX_MAX_BITS: u64 = 1 << 28;
 /// Scan rows per bit of that allowance.
 pub(crate) const ROWS_PER_BIT: u64 = 8;

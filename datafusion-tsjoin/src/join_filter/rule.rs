@@ -1,8 +1,10 @@
 //! [`JoinFilterRule`]: places a [`LipFilterExec`] above every file scan
 //! that holds a hash join's dynamic filter.
 
-use super::exec::{LipFilterExec, MAX_MAX_BITS, MIN_MAX_BITS, ROWS_PER_BIT};
-use crate::config::rule_enabled;
+use super::exec::{
+    LipFilterExec, MAX_MAX_BITS, MIN_MAX_BITS, ROWS_PER_BIT, UNKNOWN_ROWS_MAX_BITS,
+};
+use crate::config::{TsJoinOptions, rule_enabled};
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -48,11 +50,18 @@ impl PhysicalOptimizerRule for JoinFilterRule {
         if joins.is_empty() {
             return Ok(plan);
         }
+        let fixed_bits = config
+            .extensions
+            .get::<TsJoinOptions>()
+            .map_or(0, |o| o.join_filter_max_bits);
         plan.transform_up(|node| {
             let Some(filters) = scan_join_filters(&node, &joins) else {
                 return Ok(Transformed::no(node));
             };
-            let max_bits = max_bits(&node);
+            let max_bits = match fixed_bits {
+                0 => max_bits(&node),
+                bits => bits,
+            };
             Ok(Transformed::yes(
                 Arc::new(LipFilterExec::try_new(node, filters, max_bits)?) as _,
             ))
@@ -130,7 +139,8 @@ fn max_bits(scan: &Arc<dyn ExecutionPlan>) -> u64 {
         .and_then(|s| match s.num_rows {
             Precision::Exact(n) | Precision::Inexact(n) => Some(n as u64),
             Precision::Absent => None,
-        })
-        .unwrap_or(0);
-    (rows / ROWS_PER_BIT).clamp(MIN_MAX_BITS, MAX_MAX_BITS)
+        });
+    rows.map_or(UNKNOWN_ROWS_MAX_BITS, |rows| {
+        (rows / ROWS_PER_BIT).clamp(MIN_MAX_BITS, MAX_MAX_BITS)
+    })
 }
