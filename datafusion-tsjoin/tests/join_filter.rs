@@ -407,9 +407,7 @@ async fn exact_filters_keep_exactly_the_matching_fact_rows() {
     assert_eq!(lip.metrics().unwrap().output_rows(), Some(2000));
     assert_eq!(rows_in(lip), 20000);
     // EXPLAIN ANALYZE's line names the kind and size of each filter.
-    let line = datafusion::physical_plan::displayable(lip.as_ref())
-        .one_line()
-        .to_string();
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
     assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
 }
 
@@ -443,9 +441,7 @@ async fn partitioned_joins_filters_are_bits_too() {
         .to_string();
     assert!(plan.contains("mode=Partitioned"), "{plan}");
     let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
-    let line = datafusion::physical_plan::displayable(lip.as_ref())
-        .one_line()
-        .to_string();
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
     assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
     // Rows that passed before both builds were done reach the join
     // unchecked; of the checked ones only matching rows pass (exact bits).
@@ -533,9 +529,7 @@ async fn bits_over_the_memory_limit_are_left_to_the_join() {
     let (physical, batches) = executed(&ctx, sql).await;
     assert_eq!(cells(&batches), vec![vec!["2".to_string()]]);
     let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
-    let line = datafusion::physical_plan::displayable(lip.as_ref())
-        .one_line()
-        .to_string();
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
     assert!(
         line.contains("join_filters=[k: left to the join]"),
         "{line}"
@@ -549,11 +543,46 @@ async fn bits_over_the_memory_limit_are_left_to_the_join() {
     exec(&roomy, "SET tsjoin.join_filter_max_bits = 4194304").await;
     register_star(&roomy, dir.path()).await;
     let (physical, _) = executed(&roomy, sql).await;
-    let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
-    let line = datafusion::physical_plan::displayable(lip.as_ref())
-        .one_line()
-        .to_string();
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
     assert!(line.contains("join_filters=[k: exact_bits "), "{line}");
+}
+
+/// A key range wider than an eighth of the fact's rows (and 64 Ki) is left
+/// to the join: computing its bits would cost more than they save;
+/// `tsjoin.join_filter_max_bits` overrides that budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_over_the_bit_budget_are_left_to_the_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = session(2, 1000, true);
+    tables(
+        &ctx,
+        dir.path(),
+        &[
+            (
+                "f",
+                "SELECT value * 10 AS k1 FROM generate_series(1, 20000)",
+            ),
+            (
+                "d1",
+                "SELECT value * 10 AS k, value % 10 AS a FROM generate_series(1, 20000)",
+            ),
+        ],
+    )
+    .await;
+    // Keys 10..200000: 200 K values, over max(20000 / 8, 64 Ki).
+    let sql = "SELECT count(*) FROM f JOIN d1 ON f.k1 = d1.k WHERE d1.a = 3";
+    let (physical, batches) = executed(&ctx, sql).await;
+    assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
+    assert!(
+        line.contains("join_filters=[k1: left to the join]"),
+        "{line}"
+    );
+    exec(&ctx, "SET tsjoin.join_filter_max_bits = 262144").await;
+    let (physical, batches) = executed(&ctx, sql).await;
+    assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
+    assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
 }
 
 /// The operator survives tsjoin's codec (as a pass-through where no join
