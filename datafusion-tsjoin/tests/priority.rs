@@ -186,3 +186,204 @@ async fn the_gate_round_trips_through_proto() {
     assert_eq!(shown(&back), shown(&plan));
     assert!(shown(&back).contains("PriorityGateExec: priority=-3"));
 }
+
+/// A right side that, once read to its end, admits a query of high
+/// priority into `scheduler` (kept in `slot`): the high query arrives just
+/// as the join's build begins, after every gate has passed its batches.
+#[derive(Debug)]
+struct AdmitsHighAtEnd {
+    schema: datafusion::arrow::datatypes::SchemaRef,
+    batches: Vec<RecordBatch>,
+    scheduler: Arc<Scheduler>,
+    slot: Arc<parking_lot::Mutex<Option<datafusion_tsjoin::priority::Admission>>>,
+    /// Whether the end admits the high query (not on the run alone).
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl datafusion::physical_plan::streaming::PartitionStream for AdmitsHighAtEnd {
+    fn schema(&self) -> &datafusion::arrow::datatypes::SchemaRef {
+        &self.schema
+    }
+
+    fn execute(
+        &self,
+        _ctx: Arc<datafusion::execution::TaskContext>,
+    ) -> datafusion::physical_plan::SendableRecordBatchStream {
+        let (scheduler, slot) = (Arc::clone(&self.scheduler), Arc::clone(&self.slot));
+        let armed = Arc::clone(&self.armed);
+        let end = futures::stream::poll_fn(move |_| {
+            if armed.load(std::sync::atomic::Ordering::Acquire) {
+                *slot.lock() = Some(scheduler.admit(Priority::HIGH));
+            }
+            std::task::Poll::Ready(None)
+        });
+        let batches = futures::stream::iter(self.batches.clone().into_iter().map(Ok));
+        Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                Arc::clone(&self.schema),
+                batches.chain(end),
+            ),
+        )
+    }
+}
+
+/// The sum of metric `name` over the operator called `operator`.
+fn metric(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    operator: &str,
+    name: &str,
+) -> usize {
+    if plan.name() == operator {
+        return plan
+            .metrics()
+            .and_then(|m| m.sum_by_name(name))
+            .map_or(0, |v| v.as_usize());
+    }
+    plan.children()
+        .into_iter()
+        .map(|c| metric(c, operator, name))
+        .sum()
+}
+
+/// The build of a join's right side runs after its inputs have passed
+/// their gates; it must pause too when a higher priority arrives then, and
+/// finish with the same answer once it leaves.
+#[tokio::test]
+async fn a_joins_build_pauses_for_a_higher_priority_that_arrives_after_its_input() {
+    use datafusion::arrow::array::TimestampNanosecondArray;
+    use datafusion::arrow::datatypes::TimeUnit;
+    use datafusion::catalog::streaming::StreamingTable;
+    let ts = || Field::new("ts", DataType::Timestamp(TimeUnit::Nanosecond, None), false);
+    let schema = Arc::new(Schema::new(vec![
+        ts(),
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
+    let rows = 20_000i64;
+    let batch = |from: i64| {
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(TimestampNanosecondArray::from_iter_values(
+                    (from..from + rows).map(|i| i * 1_000_000),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    (from..from + rows).map(|i| i % 7),
+                )),
+                Arc::new(Int64Array::from_iter_values(from..from + rows)),
+            ],
+        )
+        .unwrap()
+    };
+    for (operator, sql) in [
+        (
+            "WindowJoinExec",
+            "SELECT count(*) AS n, sum(w) AS s FROM (SELECT t.k, sum(p.v) AS w FROM trades t \
+             WINDOW JOIN prices p ON p.k = t.k RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW) x",
+        ),
+        (
+            "AsofJoinExec",
+            "SELECT count(*) AS n, sum(p.v) AS s FROM trades t ASOF JOIN prices p ON (k)",
+        ),
+    ] {
+        let scheduler = Scheduler::new();
+        let ctx = datafusion_tsjoin::tsjoin_context(
+            SessionConfig::new()
+                .with_target_partitions(2)
+                .with_extension(Arc::clone(&scheduler)),
+        );
+        let trades =
+            MemTable::try_new(Arc::clone(&schema), vec![vec![batch(500)]]).unwrap();
+        ctx.register_table("trades", Arc::new(trades)).unwrap();
+        let slot = Arc::new(parking_lot::Mutex::new(None));
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let prices = AdmitsHighAtEnd {
+            schema: Arc::clone(&schema),
+            batches: vec![batch(0), batch(rows)],
+            scheduler: Arc::clone(&scheduler),
+            slot: Arc::clone(&slot),
+            armed: Arc::clone(&armed),
+        };
+        let prices =
+            StreamingTable::try_new(Arc::clone(&schema), vec![Arc::new(prices)]).unwrap();
+        ctx.register_table("prices", Arc::new(prices)).unwrap();
+        let alone = crate::support::query_rows(&ctx, sql).await;
+        armed.store(true, std::sync::atomic::Ordering::Release);
+        ctx.tsjoin_sql("SET tsjoin.priority = low").await.unwrap();
+        let plan = physical_plan(&ctx, sql).await;
+        let run = tokio::spawn(collect(Arc::clone(&plan), ctx.task_ctx()));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(
+            slot.lock().is_some(),
+            "{operator}: the right side was not read"
+        );
+        assert!(!run.is_finished(), "{operator}: ran while a high query ran");
+        assert_eq!(
+            metric(&plan, operator, "build_input_rows"),
+            0,
+            "{operator}: the build ran while a high query ran"
+        );
+        slot.lock().take();
+        let resumed = tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .unwrap_or_else(|_| panic!("{operator}: the build did not resume"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(cells(&resumed), alone, "{operator}");
+        assert!(
+            metric(&plan, operator, "build_input_rows") > 0,
+            "{operator}"
+        );
+    }
+}
+
+/// A query counts as running from when its plan is made, so lower
+/// priorities pause before its first task is even scheduled; its first
+/// stream takes the place over, and a plan dropped unexecuted gives it up.
+#[tokio::test]
+async fn a_query_is_admitted_when_planned_until_its_streams_take_over() {
+    let scheduler = Scheduler::new();
+    let ctx = session(&scheduler);
+    ctx.tsjoin_sql("SET tsjoin.priority = high").await.unwrap();
+    let plan = physical_plan(&ctx, QUERY).await;
+    assert_eq!(scheduler.running(), vec![(Priority::HIGH, 1)]);
+    drop(plan);
+    assert!(scheduler.running().is_empty(), "{:?}", scheduler.running());
+
+    let plan = physical_plan(&ctx, QUERY).await;
+    let out = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+    assert_eq!(format!("{:?}", cells(&out)), ANSWER);
+    // Executed to its end: nothing is held, although the plan still lives.
+    assert!(scheduler.running().is_empty(), "{:?}", scheduler.running());
+}
+
+/// The inline aggregate's dictionary scan reads the files itself, around
+/// the gate: the query must still count as running while it reads, and
+/// give its place up when it ends.
+#[tokio::test]
+async fn a_dictionary_scan_holds_the_querys_place_while_it_reads() {
+    let scheduler = Scheduler::new();
+    let ctx = session(&scheduler);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.parquet");
+    ctx.tsjoin_sql(&format!(
+        "COPY (SELECT v % 10 AS k, v FROM t) TO '{}' STORED AS PARQUET",
+        path.display()
+    ))
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap();
+    crate::support::register_dir(&ctx, "d", dir.path()).await;
+    ctx.tsjoin_sql("SET tsjoin.priority = high").await.unwrap();
+    let sql = "SELECT k, count(*), sum(v) FROM d GROUP BY k ORDER BY k";
+    let plan = physical_plan(&ctx, sql).await;
+    let out = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+    assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+    assert!(
+        crate::support::code_rows(&plan) > 0,
+        "the dictionary scan did not run"
+    );
+    assert!(scheduler.running().is_empty(), "{:?}", scheduler.running());
+}

@@ -36,7 +36,7 @@ use super::dictionary_codes::{KeyChunk, Physical};
 use super::fetched::{Chunks, chunk_range};
 use super::group_keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::table::Table;
-use crate::priority::{Priority, PriorityGateExec, Scheduler};
+use crate::priority::{Admission, PlannedAdmission, PriorityGateExec, Turn};
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
 use datafusion::arrow::datatypes::DataType;
@@ -80,13 +80,13 @@ pub(crate) struct DictionaryScan {
     /// Per aggregate, the column its argument reads (`None`: `count(*)`).
     args: Vec<Option<ArgColumn>>,
     /// The priority gate above the scan, which phase 1 reads around: it
-    /// waits for its turn before each row group as the gate would.
+    /// waits for its turn before each row group as the gate would, and
+    /// holds the query's admission while it reads.
     gate: Option<Turn>,
+    /// The query's admission from planning, released once phase 1 holds
+    /// its own.
+    planned: Option<Arc<PlannedAdmission>>,
 }
-
-/// A query's priority and the scheduler that ranks it.
-#[derive(Debug, Clone)]
-struct Turn(Arc<Scheduler>, Priority);
 
 /// An aggregate argument: a file column, maybe cast (`sum` of a small
 /// integer sums its cast to Int64).
@@ -144,7 +144,8 @@ impl DictionaryScan {
         if let Some(g) = gate {
             input = g.input();
         }
-        let gate = gate.map(|g| Turn(Arc::clone(g.scheduler()), g.priority()));
+        let planned = gate.and_then(|g| g.planned().cloned());
+        let gate = gate.map(|g| Turn::new(Arc::clone(g.scheduler()), g.priority()));
         let (config, source) = input
             .downcast_ref::<DataSourceExec>()?
             .downcast_to_file_source::<ParquetSource>()?;
@@ -216,6 +217,7 @@ impl DictionaryScan {
             keys,
             args,
             gate,
+            planned,
         })
     }
 
@@ -318,6 +320,13 @@ impl DictionaryScan {
             keys,
             items,
             next: AtomicUsize::new(0),
+            _admission: self.gate.as_ref().map(|turn| {
+                let admission = turn.admit();
+                if let Some(planned) = &self.planned {
+                    planned.release();
+                }
+                admission
+            }),
             gate: self.gate.clone(),
         }))
     }
@@ -477,6 +486,9 @@ pub(crate) struct Work {
     items: Vec<(usize, usize)>,
     next: AtomicUsize,
     gate: Option<Turn>,
+    /// The query counts as running while phase 1 reads (the gate's own
+    /// stream, which would hold this, is never opened).
+    _admission: Option<Admission>,
 }
 
 impl std::fmt::Debug for Work {
@@ -502,8 +514,8 @@ impl Work {
             let Some(&(f, rg)) = self.items.get(i) else {
                 return Ok(rows);
             };
-            if let Some(Turn(scheduler, priority)) = &self.gate {
-                scheduler.wait_turn(*priority).await;
+            if let Some(turn) = &self.gate {
+                turn.wait().await;
             }
             rows += self
                 .row_group(&self.files[f], rg, table, batch_size)

@@ -2,7 +2,7 @@
 //! inputs.
 
 use super::Priority;
-use super::scheduler::Scheduler;
+use super::scheduler::{Admission, Scheduler};
 use super::stream::{GateMetrics, GateStream};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
@@ -45,7 +45,40 @@ pub struct PriorityGateExec {
     input: Arc<dyn ExecutionPlan>,
     priority: Priority,
     scheduler: Arc<Scheduler>,
+    /// The query's admission from planning until a gate's stream opens
+    /// (shared by the query's gates; see [`PlannedAdmission`]).
+    planned: Option<Arc<PlannedAdmission>>,
     metrics: ExecutionPlanMetricsSet,
+}
+
+/// A query's place in its scheduler from the moment its plan is made until
+/// the first of its gates opens a stream (which then holds its own), or
+/// the plan is dropped unexecuted.
+///
+/// Why: a gate's stream is often opened inside a task that an operator
+/// above it spawns (a repartition, a merge of partitions), and while lower
+/// priorities keep the runtime's workers busy that task may wait tens of
+/// milliseconds to start — during which nothing tells the lower queries
+/// to pause. Taken when the plan is made, on the caller's thread, the
+/// admission is in place before any of that.
+#[derive(Debug, Default)]
+pub struct PlannedAdmission(parking_lot::Mutex<Option<Admission>>);
+
+impl PlannedAdmission {
+    /// Holds `admission` until [`Self::release`] or drop.
+    pub fn hold(&self, admission: Admission) {
+        *self.0.lock() = Some(admission);
+    }
+
+    /// Gives the admission up (a stream of the query now holds its own).
+    pub fn release(&self) {
+        self.0.lock().take();
+    }
+
+    /// Whether the admission is still held.
+    pub fn is_held(&self) -> bool {
+        self.0.lock().is_some()
+    }
 }
 
 impl PriorityGateExec {
@@ -59,8 +92,16 @@ impl PriorityGateExec {
             input,
             priority,
             scheduler,
+            planned: None,
             metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// The gate of a query admitted when it was planned: opening this
+    /// gate's stream releases `planned`.
+    pub fn with_planned(mut self, planned: Arc<PlannedAdmission>) -> Self {
+        self.planned = Some(planned);
+        self
     }
 
     /// The priority of the query.
@@ -76,6 +117,13 @@ impl PriorityGateExec {
     /// The input.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
+    }
+
+    /// The query's admission taken when it was planned, if any: an
+    /// operator that reads around the gate releases it once it holds its
+    /// own.
+    pub fn planned(&self) -> Option<&Arc<PlannedAdmission>> {
+        self.planned.as_ref()
     }
 }
 
@@ -144,11 +192,13 @@ impl ExecutionPlan for PriorityGateExec {
         if children.len() != 1 {
             return internal_err!("PriorityGateExec expects one child");
         }
-        Ok(Arc::new(Self::new(
+        let mut gate = Self::new(
             children.swap_remove(0),
             self.priority,
             Arc::clone(&self.scheduler),
-        )))
+        );
+        gate.planned = self.planned.clone();
+        Ok(Arc::new(gate))
     }
 
     fn execute(
@@ -162,12 +212,13 @@ impl ExecutionPlan for PriorityGateExec {
             paused_time: MetricBuilder::new(&self.metrics)
                 .subset_time("paused_time", partition),
         };
-        Ok(Box::pin(GateStream::new(
-            input,
-            Arc::clone(&self.scheduler),
-            self.priority,
-            metrics,
-        )))
+        let stream =
+            GateStream::new(input, Arc::clone(&self.scheduler), self.priority, metrics);
+        // The stream now holds the query's place.
+        if let Some(planned) = &self.planned {
+            planned.release();
+        }
+        Ok(Box::pin(stream))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -12,6 +12,11 @@
 //! pauses at batch boundaries with its state intact and resumes where it
 //! stopped. Equal priorities share the CPU as tokio shares it.
 //!
+//! Work that does not pull batches through a gate waits for the query's
+//! [`Turn`] itself: an operator that reads files directly before each row
+//! group, a CPU phase on a blocking thread (a join's build) at the pause
+//! points of a [`PhaseGate`].
+//!
 //! A query counts as running from when its inputs are opened until they
 //! end or are dropped; its final phase after the inputs are read (a sort's
 //! or an aggregate's output) no longer holds lower priorities back.
@@ -30,9 +35,11 @@ mod exec;
 mod plan;
 mod scheduler;
 mod stream;
+mod turn;
 
 pub use class::Priority;
-pub use exec::PriorityGateExec;
 pub(crate) use exec::decode_gate;
+pub use exec::{PlannedAdmission, PriorityGateExec};
 pub use plan::{gate_inputs, gate_session_plan};
 pub use scheduler::{Admission, Scheduler};
+pub use turn::{CancelOnDrop, PhaseGate, Turn};

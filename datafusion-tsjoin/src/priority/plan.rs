@@ -1,6 +1,6 @@
 //! Placing [`PriorityGateExec`]s in a physical plan.
 
-use super::exec::PriorityGateExec;
+use super::exec::{PlannedAdmission, PriorityGateExec};
 use super::{Priority, Scheduler};
 use crate::config::TsJoinOptions;
 use datafusion::catalog::Session;
@@ -17,7 +17,9 @@ use std::sync::Arc;
 /// Puts a [`PriorityGateExec`] above every input (leaf) of `plan` that
 /// reads data, so the whole query pauses while `scheduler` runs a higher
 /// priority. Leaves that read nothing (EXPLAIN's text, empty relations)
-/// and inputs already gated are left alone.
+/// and inputs already gated are left alone. When it places a gate, the
+/// query counts as running from now ([`PlannedAdmission`]) until its first
+/// gate opens a stream or the plan is dropped.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -35,20 +37,33 @@ pub fn gate_inputs(
     priority: Priority,
     scheduler: &Arc<Scheduler>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
+    let planned = Arc::new(PlannedAdmission::default());
+    let gated = gate(Arc::clone(&plan), priority, scheduler, &planned)?;
+    if Arc::strong_count(&planned) > 1 {
+        // At least one gate holds it: the query is admitted from now.
+        planned.hold(scheduler.admit(priority));
+    }
+    Ok(gated)
+}
+
+fn gate(
+    plan: Arc<dyn ExecutionPlan>,
+    priority: Priority,
+    scheduler: &Arc<Scheduler>,
+    planned: &Arc<PlannedAdmission>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     if is_gate(&plan) || reads_nothing(&plan) {
         return Ok(plan);
     }
     let children = plan.children();
     if children.is_empty() {
-        return Ok(Arc::new(PriorityGateExec::new(
-            plan,
-            priority,
-            Arc::clone(scheduler),
-        )));
+        let gate = PriorityGateExec::new(plan, priority, Arc::clone(scheduler))
+            .with_planned(Arc::clone(planned));
+        return Ok(Arc::new(gate));
     }
     let gated = children
         .into_iter()
-        .map(|child| gate_inputs(Arc::clone(child), priority, scheduler))
+        .map(|child| gate(Arc::clone(child), priority, scheduler, planned))
         .collect::<Result<Vec<_>>>()?;
     let changed = gated
         .iter()

@@ -2,10 +2,11 @@
 //! session (by default, of the whole process).
 
 use super::Priority;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
 
@@ -36,6 +37,9 @@ pub struct Scheduler {
     running: Mutex<BTreeMap<Priority, usize>>,
     top: AtomicI64,
     changed: Arc<Notify>,
+    /// Wakes threads blocked in [`Self::wait_blocking`] when the highest
+    /// priority goes down (waits under the `running` lock).
+    lowered: Condvar,
 }
 
 static GLOBAL: LazyLock<Arc<Scheduler>> = LazyLock::new(Scheduler::new);
@@ -48,6 +52,7 @@ impl Scheduler {
             running: Mutex::new(BTreeMap::new()),
             top: AtomicI64::new(NONE),
             changed: Arc::new(Notify::new()),
+            lowered: Condvar::new(),
         })
     }
 
@@ -93,6 +98,17 @@ impl Scheduler {
         }
     }
 
+    /// Blocks the calling thread (a blocking phase's, never a tokio
+    /// worker's) while a priority above `priority` runs, for at most `max`.
+    /// The check and the wait are under the lock that publishes changes, so
+    /// a change in between is not missed.
+    pub fn wait_blocking(&self, priority: Priority, max: Duration) {
+        let mut running = self.running.lock();
+        if self.outranked(priority) {
+            self.lowered.wait_for(&mut running, max);
+        }
+    }
+
     /// The number of streams admitted at each priority (highest first).
     pub fn running(&self) -> Vec<(Priority, usize)> {
         self.running
@@ -113,8 +129,10 @@ impl Scheduler {
         }
         let before = self.top.load(Ordering::Acquire);
         self.publish(&running);
+        let lowered = self.top.load(Ordering::Acquire) < before;
         drop(running);
-        if self.top.load(Ordering::Acquire) < before {
+        if lowered {
+            self.lowered.notify_all();
             self.changed.notify_waiters();
         }
     }

@@ -4,6 +4,7 @@
 //! streaming WINDOW JOIN drains its right input with [`drain_partitions`].
 
 use super::timeline::{Timeline, TimelineBuild};
+use crate::priority::{PhaseGate, Turn};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
@@ -41,6 +42,7 @@ impl BuiltTimeline {
         context: Arc<TaskContext>,
     ) -> Result<Self> {
         let reservation = MemoryConsumer::new(name).register(context.memory_pool());
+        let gate = PhaseGate::new(Turn::below(&right));
         let batches = drain_partitions(
             &right,
             &context,
@@ -53,16 +55,25 @@ impl BuiltTimeline {
         // The concatenated copy, then the sequence vectors.
         let bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
         reservation.try_grow(bytes + rows * 16)?;
-        let timeline = Timeline::try_new(
-            TimelineBuild {
-                schema: right.schema(),
-                keys,
-                ts,
+        // Concatenating, interning and sorting a whole right side is CPU
+        // work of its own: on a blocking thread, not a tokio worker that
+        // other queries' batches need, pausing for higher priorities.
+        let (schema, keys, ts) = (right.schema(), keys.to_vec(), Arc::clone(ts));
+        let _cancel = gate.cancel_on_drop();
+        let task = SpawnedTask::spawn_blocking(move || {
+            let how = TimelineBuild {
+                schema,
+                keys: &keys,
+                ts: &ts,
                 factor,
-            },
-            &batches,
-        )?;
-        drop(batches);
+                gate: &gate,
+            };
+            Timeline::try_new(how, &batches)
+        });
+        let timeline = task
+            .join()
+            .await
+            .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
         reservation
             .resize(timeline.batch.get_array_memory_size() + timeline.extra_bytes());
         Ok(Self {

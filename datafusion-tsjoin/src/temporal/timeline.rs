@@ -3,6 +3,7 @@
 //! index for binary search.
 
 use super::time::{array_is_non_decreasing, tick_array};
+use crate::priority::PhaseGate;
 use crate::window_join::KeyIndex;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{cast, concat_batches};
@@ -21,7 +22,12 @@ pub(crate) struct TimelineBuild<'a> {
     pub ts: &'a Arc<dyn PhysicalExpr>,
     /// Common ticks per right tick.
     pub factor: i64,
+    /// Where the build pauses for a query of higher priority.
+    pub gate: &'a PhaseGate,
 }
+
+/// Rows interned between two pause points of the build.
+const ROWS_PER_PASS: usize = 1 << 16;
 
 /// The right rows of a temporal join, time-ordered.
 ///
@@ -123,7 +129,10 @@ fn run_order(how: &TimelineBuild, batches: &[RecordBatch]) -> Result<Option<Vec<
 
 impl Timeline {
     /// Builds the timeline from the right input's batches.
+    /// CPU work of a whole right side: run it on a blocking thread, where
+    /// it pauses at `how.gate` between steps and chunks of rows.
     pub(crate) fn try_new(how: TimelineBuild, batches: &[RecordBatch]) -> Result<Self> {
+        how.gate.check()?;
         let batch = match run_order(&how, batches)? {
             Some(order) => {
                 concat_batches(&how.schema, order.iter().map(|&i| &batches[i]))?
@@ -139,6 +148,7 @@ impl Timeline {
                 u32::MAX - 2
             );
         }
+        how.gate.check()?;
         let ts_array = how.ts.evaluate(&batch)?.into_array(n)?;
         let ts = tick_array(&ts_array, how.factor)?;
         let (keys, groups_of_row, groups) = if how.keys.is_empty() {
@@ -148,10 +158,18 @@ impl Timeline {
             let types: Vec<DataType> =
                 arrays.iter().map(|a| a.data_type().clone()).collect();
             let mut index = KeyIndex::try_new(&types)?;
-            let g = index.intern(&arrays)?;
+            let mut g = Vec::with_capacity(n);
+            for start in (0..n).step_by(ROWS_PER_PASS) {
+                how.gate.check()?;
+                let len = ROWS_PER_PASS.min(n - start);
+                let chunk: Vec<ArrayRef> =
+                    arrays.iter().map(|a| a.slice(start, len)).collect();
+                g.extend(index.intern(&chunk)?);
+            }
             let groups = index.len().max(1);
             (Some(index), g, groups)
         };
+        how.gate.check()?;
         let arrived_sorted = array_is_non_decreasing(&ts);
         let (seq, seq_ts): (Vec<u32>, Vec<i64>) =
             if arrived_sorted && ts.null_count() == 0 {
@@ -174,6 +192,7 @@ impl Timeline {
                 pairs.sort_unstable();
                 pairs.into_iter().map(|(t, i)| (i, t)).unzip()
             };
+        how.gate.check()?;
         let identity = arrived_sorted && ts.null_count() == 0;
         let seq_key: Vec<u32> = if identity {
             // Every row, in input order (`seq` is the identity).
@@ -311,6 +330,7 @@ mod tests {
                 keys: &keys,
                 ts: &ts,
                 factor: 1,
+                gate: &PhaseGate::default(),
             },
             batches,
         )

@@ -30,6 +30,7 @@ use super::place::{
 use super::search::longest_window;
 use super::spec::{AggInput, WindowJoinSpec};
 use crate::kernels::KernelSet;
+use crate::priority::PhaseGate;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, RecordBatch, UInt32Array, new_empty_array,
 };
@@ -260,12 +261,14 @@ fn new_globals(
 
 /// What the index is built for: the join's spec, its fast-path plan (whose
 /// columns the index holds), the kernels those columns' block structures
-/// use, and the threads the build may use.
+/// use, the threads the build may use, and where they pause for a query
+/// of higher priority.
 pub(crate) struct IndexBuild {
     pub spec: Arc<WindowJoinSpec>,
     pub fast_plan: Option<Arc<FastPlan>>,
     pub kernels: KernelSet,
     pub threads: usize,
+    pub gate: PhaseGate,
 }
 
 /// Drains every partition of `right` (in parallel, one task each) and builds
@@ -321,6 +324,9 @@ pub(crate) async fn build_right_index(
             })
         })
         .transpose()?;
+    // A blocking task runs to its end even when its future is dropped:
+    // the guard tells it to stop at its next pause point instead.
+    let _cancel = how.gate.cancel_on_drop();
     let task = SpawnedTask::spawn_blocking(move || {
         assemble(pieces, schema, &how, keys, reservation)
     });
@@ -338,8 +344,13 @@ fn assemble(
     keys: Option<KeyIndex>,
     reservation: Arc<MemoryReservation>,
 ) -> Result<RightIndex> {
-    let (spec, fast_plan, kernels) =
-        (how.spec.as_ref(), how.fast_plan.as_deref(), how.kernels);
+    let (spec, fast_plan, kernels, gate) = (
+        how.spec.as_ref(),
+        how.fast_plan.as_deref(),
+        how.kernels,
+        &how.gate,
+    );
+    gate.check()?;
     let threads = how.threads.max(1);
     let n_groups = keys.as_ref().map_or(1, KeyIndex::len);
     let (units, presorted) = layout(&pieces);
@@ -354,7 +365,7 @@ fn assemble(
         .iter_mut()
         .flat_map(|p| std::mem::take(&mut p.batches))
         .collect();
-    let placement = Placement::new(&pieces, &units, n_groups, threads);
+    let placement = Placement::new(&pieces, &units, n_groups, threads, gate);
     let positions = placement.positions();
     // Row numbers and timestamps by position, then each fast column in
     // turn (8 bytes and a NULL flag per position; 8 more per row while a
@@ -368,10 +379,13 @@ fn assemble(
     let by_position = !presorted
         || fast_plan
             .is_none_or(|p| p.aggs.iter().any(|a| matches!(a, FastAgg::Pick(..))));
+    gate.check()?;
     let (mut order, mut ts, slots) = placement.rows(by_position);
     let group_offsets = placement.offsets.clone();
+    gate.check()?;
     if !presorted {
         sort_groups(&mut order, &mut ts, &group_offsets, threads);
+        gate.check()?;
     }
     // Each fast column placed as the rows were, while groups keep the
     // placement's order, else gathered by row once groups are sorted; then
@@ -389,6 +403,7 @@ fn assemble(
         .then(|| window_rows_bound(spec, &ts, &group_offsets, threads))
         .flatten();
     let build = |c: &ColumnSpec| -> Result<FastColumn> {
+        gate.check()?;
         let parts: Vec<&[ArrayRef]> = piece_values
             .iter()
             .map(|v| v[c.agg][0].as_slice())
@@ -425,6 +440,7 @@ fn assemble(
                 }
             }
         }
+        gate.check()?;
         Ok(FastColumn::build(
             c,
             placed,
@@ -440,6 +456,7 @@ fn assemble(
     drop(slots);
     drop(placement);
     drop(pieces);
+    gate.check()?;
 
     // Aggregate arguments by row, where something reads them by row (the
     // general path, first/last); the rows themselves for pairs.

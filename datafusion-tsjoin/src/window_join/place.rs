@@ -12,12 +12,18 @@
 //! each.
 
 use super::par::{cuts, par_each, par_fill, par_map, split_at_cuts};
+use crate::priority::PhaseGate;
 use datafusion::arrow::array::{
     Array, ArrayRef, ArrowPrimitiveType, AsArray, RecordBatch,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::common::{DataFusionError, Result};
 use std::ops::Range;
+
+/// Rows placed between two pause points of the build's [`PhaseGate`]:
+/// about a millisecond of work, so a query of higher priority waits no
+/// longer than that for the build's threads to step aside.
+const ROWS_PER_PASS: usize = 1 << 16;
 
 /// Group id of rows that belong to no group (NULL timestamp).
 pub(super) const NO_GROUP: u32 = u32::MAX;
@@ -134,17 +140,21 @@ pub(crate) struct Placement<'a> {
     pub offsets: Vec<u32>,
     /// First global row number of each piece.
     bases: Vec<usize>,
+    /// Where the placing threads pause for a query of higher priority.
+    gate: &'a PhaseGate,
 }
 
 impl<'a> Placement<'a> {
     /// Counts the rows of each group per share (in parallel). Shares are
     /// up to `threads` runs of units with about equal rows, or one when
-    /// shares × groups would not be small next to the rows.
+    /// shares × groups would not be small next to the rows. The threads
+    /// here and in the passes that follow pause at `gate`.
     pub fn new(
         pieces: &'a [Piece],
         units: &'a [Unit],
         n_groups: usize,
         threads: usize,
+        gate: &'a PhaseGate,
     ) -> Self {
         let rows: usize = pieces.iter().map(|p| p.rows).sum();
         let mut shares = share_units(units, threads, rows);
@@ -155,9 +165,12 @@ impl<'a> Placement<'a> {
         let counts: Vec<Vec<u32>> = par_map(&shares, threads, |share| {
             let mut counts = vec![0u32; n_groups];
             for u in &units[share.clone()] {
-                for &g in &pieces[u.piece].gid[u.rows.clone()] {
-                    if g != NO_GROUP {
-                        counts[g as usize] += 1;
+                for chunk in pieces[u.piece].gid[u.rows.clone()].chunks(ROWS_PER_PASS) {
+                    gate.pass();
+                    for &g in chunk {
+                        if g != NO_GROUP {
+                            counts[g as usize] += 1;
+                        }
                     }
                 }
             }
@@ -187,6 +200,7 @@ impl<'a> Placement<'a> {
             counts,
             offsets,
             bases,
+            gate,
         }
     }
 
@@ -256,6 +270,9 @@ impl<'a> Placement<'a> {
                     u.rows
                         .clone()
                         .map(|row| {
+                            if (row - u.rows.start) % ROWS_PER_PASS == 0 {
+                                self.gate.pass();
+                            }
                             let g = piece.gid[row];
                             if g == NO_GROUP {
                                 return u32::MAX;
@@ -358,6 +375,7 @@ impl<'a> Placement<'a> {
                     break;
                 }
                 debug_assert_eq!(part.len(), s.rows);
+                self.gate.pass();
                 let at = s.start - u.rows.start;
                 f(
                     &piece.gid[s.start..s.start + s.rows],

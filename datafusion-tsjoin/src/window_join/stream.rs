@@ -10,6 +10,7 @@ use super::metrics::WindowJoinMetrics;
 use super::probe::{RowWindow, contiguous_lists, filtered_lists, row_windows};
 use super::spec::{WindowJoinSettings, WindowJoinSpec};
 use crate::kernels::KernelSet;
+use crate::priority::{PhaseGate, Turn};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::concat;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
@@ -131,6 +132,7 @@ pub(super) fn window_join_stream(args: StreamArgs) -> SendableRecordBatchStream 
                     fast_plan: fast.clone(),
                     kernels,
                     threads: settings.workers,
+                    gate: PhaseGate::new(Turn::below(&right)),
                 };
                 let index =
                     build_right_index(right, Arc::clone(&context), how, reservation)

@@ -5,6 +5,7 @@
 
 use super::join::{Lane, RightSide, Walker};
 use crate::kernels::KernelSet;
+use crate::priority::{PhaseGate, Turn};
 use crate::temporal::{Timeline, TimelineBuild, drain_partitions};
 use crate::window_join::build::{IndexBuild, RightIndex, build_right_index};
 use crate::window_join::eval::batch_referenced_size;
@@ -30,6 +31,8 @@ use tokio::sync::OnceCell;
 /// The right side with the memory it holds.
 struct Built {
     right: Arc<RightSide>,
+    /// The query's turn, for the index's build if a batch needs it.
+    turn: Option<Turn>,
     _reservation: MemoryReservation,
 }
 
@@ -75,6 +78,7 @@ async fn build(
     metrics: &WindowJoinMetrics,
 ) -> Result<Built> {
     let _timer = metrics.build_time.timer();
+    let turn = Turn::below(&right);
     let reservation = MemoryConsumer::new("WindowJoinExec[streaming right]")
         .register(context.memory_pool());
     let filter = spec.right_filter.clone();
@@ -112,6 +116,7 @@ async fn build(
             keys: &spec.right_keys,
             ts: &spec.right_ts,
             factor: spec.scale.right_factor(),
+            gate: &PhaseGate::new(turn.clone()),
         },
         &batches,
     )?;
@@ -152,6 +157,7 @@ async fn build(
             lanes,
             picks,
         }),
+        turn,
         _reservation: reservation,
     })
 }
@@ -221,6 +227,7 @@ impl Joiner {
                     fast_plan: Some(Arc::clone(&a.plan)),
                     kernels: a.kernels,
                     threads: a.settings.workers,
+                    gate: PhaseGate::new(self.built.turn.clone()),
                 };
                 let index =
                     build_right_index(source, Arc::clone(&a.context), how, reservation)
