@@ -12,6 +12,7 @@
 //! (the throughput cost of pausing).
 
 use datafusion::error::Result;
+use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
 use futures::TryStreamExt;
@@ -35,8 +36,8 @@ pub struct PriorityArgs {
     /// Milliseconds after the long ones start that the short one arrives.
     #[arg(long, default_value_t = 500)]
     delay_ms: u64,
-    /// Repetitions of each scenario; the best counts.
-    #[arg(long, default_value_t = 3)]
+    /// Repetitions of each scenario (best and median reported).
+    #[arg(long, default_value_t = 5)]
     runs: usize,
     /// Where the markdown result goes.
     #[arg(long, default_value = "benches/results/priority")]
@@ -46,16 +47,13 @@ pub struct PriorityArgs {
 /// The short query: per symbol statistics of the prices.
 const SHORT: &str = "SELECT sym, count(*), avg(bid), max(ask) FROM prices GROUP BY sym";
 
-async fn run_query(ctx: SessionContext, sql: String) -> Result<Duration> {
+/// Runs `sql`: (time to the physical plan, time to the last batch).
+async fn run_query(ctx: SessionContext, sql: String) -> Result<(Duration, Duration)> {
     let start = Instant::now();
-    let _: Vec<_> = ctx
-        .tsjoin_sql(&sql)
-        .await?
-        .execute_stream()
-        .await?
-        .try_collect()
-        .await?;
-    Ok(start.elapsed())
+    let plan = ctx.tsjoin_sql(&sql).await?.create_physical_plan().await?;
+    let planned = start.elapsed();
+    let _: Vec<_> = execute_stream(plan, ctx.task_ctx())?.try_collect().await?;
+    Ok((planned, start.elapsed()))
 }
 
 async fn ctx_at(args: &PriorityArgs, priority: &str) -> Result<SessionContext> {
@@ -70,6 +68,20 @@ async fn ctx_at(args: &PriorityArgs, priority: &str) -> Result<SessionContext> {
 
 /// One scenario: (short query's latency, makespan of all).
 async fn scenario(args: &PriorityArgs, low: &str, high: &str) -> Result<(f64, f64)> {
+    let (short, makespan, planned) = scenario_times(args, low, high).await?;
+    eprintln!(
+        "  {low}/{high}: short query {short:.3} s (planned in {planned:.3} s), makespan {makespan:.3} s"
+    );
+    Ok((short, makespan))
+}
+
+/// One scenario: the short query's latency, the makespan of all, and the
+/// short query's planning time.
+async fn scenario_times(
+    args: &PriorityArgs,
+    low: &str,
+    high: &str,
+) -> Result<(f64, f64, f64)> {
     let start = Instant::now();
     let mut lows = vec![];
     for _ in 0..args.lows {
@@ -78,12 +90,16 @@ async fn scenario(args: &PriorityArgs, low: &str, high: &str) -> Result<(f64, f6
     }
     tokio::time::sleep(Duration::from_millis(args.delay_ms)).await;
     let ctx = ctx_at(args, high).await?;
-    let short = run_query(ctx, SHORT.to_string()).await?;
+    let (planned, short) = run_query(ctx, SHORT.to_string()).await?;
     for l in lows {
         l.await
             .map_err(|e| datafusion::error::DataFusionError::External(e.into()))??;
     }
-    Ok((short.as_secs_f64(), start.elapsed().as_secs_f64()))
+    Ok((
+        short.as_secs_f64(),
+        start.elapsed().as_secs_f64(),
+        planned.as_secs_f64(),
+    ))
 }
 
 pub async fn run(args: PriorityArgs) -> Result<()> {
@@ -94,48 +110,84 @@ pub async fn run(args: PriorityArgs) -> Result<()> {
             args.data.display()
         )));
     }
-    let mut alone = f64::MAX;
-    let mut long_alone = f64::MAX;
-    let (mut without, mut with) = ((f64::MAX, f64::MAX), (f64::MAX, f64::MAX));
+    // Warm the page cache and the footers first: the first run of a
+    // process is slower for every query, whichever scenario it is in.
+    let ctx = ctx_at(&args, "normal").await?;
+    run_query(ctx.clone(), SHORT.into()).await?;
+    run_query(ctx, QUERIES[0].2.into()).await?;
+    let (mut alone, mut long_alone) = (vec![], vec![]);
+    let (mut without, mut with) = (vec![], vec![]);
     for r in 0..args.runs {
         let ctx = ctx_at(&args, "normal").await?;
-        alone = alone.min(run_query(ctx.clone(), SHORT.into()).await?.as_secs_f64());
-        long_alone =
-            long_alone.min(run_query(ctx, QUERIES[0].2.into()).await?.as_secs_f64());
+        let (planned, short) = run_query(ctx.clone(), SHORT.into()).await?;
+        eprintln!(
+            "  alone: short query {:.3} s (planned in {:.3} s)",
+            short.as_secs_f64(),
+            planned.as_secs_f64()
+        );
+        alone.push(short.as_secs_f64());
+        long_alone.push(run_query(ctx, QUERIES[0].2.into()).await?.1.as_secs_f64());
         let w = scenario(&args, "normal", "normal").await?;
         let p = scenario(&args, "low", "high").await?;
-        without = (without.0.min(w.0), without.1.min(w.1));
-        with = (with.0.min(p.0), with.1.min(p.1));
         eprintln!(
-            "run {r}: alone {alone:.3} s; without {:.3} s / {:.3} s; with {:.3} s / {:.3} s",
+            "run {r}: without {:.3} s / {:.3} s; with {:.3} s / {:.3} s",
             w.0, w.1, p.0, p.1
         );
+        without.push(w);
+        with.push(p);
     }
+    let short = |v: &[(f64, f64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+    let span = |v: &[(f64, f64)]| v.iter().map(|x| x.1).collect::<Vec<_>>();
+    let (a_best, a_med) = (best(&alone), median(&alone));
+    let row = |name: &str, v: &[(f64, f64)]| {
+        let (s, m) = (short(v), span(v));
+        format!(
+            "| {name} | {:.3} s ({:.2}x) | {:.3} s ({:.2}x) | {:.3} s | {:.3} s |\n",
+            best(&s),
+            best(&s) / a_best,
+            median(&s),
+            median(&s) / a_med,
+            best(&m),
+            median(&m),
+        )
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let table = format!(
-        "Priority scheduling ({} cores, {} threads per query, {} long queries = WINDOW JOIN q1 over {}, \
-         short query arrives after {} ms; best of {})\n\n\
-         | | short query latency | vs alone | makespan of all |\n|---|---|---|---|\n\
-         | short query alone | {alone:.3} s | 1.00x | – |\n\
-         | long query alone | {long_alone:.3} s | – | – |\n\
-         | without priorities | {:.3} s | {:.2}x | {:.3} s |\n\
-         | with priorities (long low, short high) | {:.3} s | {:.2}x | {:.3} s ({:+.1}%) |\n",
-        cores,
+        "Priority scheduling ({cores} cores, {} threads per query, {} long queries = WINDOW JOIN q1 \
+         over {}, short query arrives after {} ms; {} runs after a warm-up; ratios to the short \
+         query alone, best to best and median to median)\n\n\
+         | | short query, best | short query, median | makespan, best | makespan, median |\n\
+         |---|---|---|---|---|\n\
+         | short query alone | {a_best:.3} s | {a_med:.3} s | – | – |\n\
+         | long query alone | {:.3} s | {:.3} s | – | – |\n{}{}\
+         \nMakespan with priorities against without (medians): {:+.1}%.\n",
         args.threads,
         args.lows,
         args.data.display(),
         args.delay_ms,
         args.runs,
-        without.0,
-        without.0 / alone,
-        without.1,
-        with.0,
-        with.0 / alone,
-        with.1,
-        (with.1 / without.1 - 1.0) * 100.0,
+        best(&long_alone),
+        median(&long_alone),
+        row("without priorities", &without),
+        row("with priorities (long low, short high)", &with),
+        (median(&span(&with)) / median(&span(&without)) - 1.0) * 100.0,
     );
     println!("{table}");
     std::fs::create_dir_all(&args.out)?;
     std::fs::write(args.out.join("priority.md"), table)?;
     Ok(())
+}
+
+fn best(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::MAX, f64::min)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }

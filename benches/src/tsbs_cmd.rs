@@ -45,7 +45,7 @@ pub struct TsbsArgs {
 const TSJOIN: &str = "tsjoin";
 const DATAFUSION: &str = "DataFusion 55";
 
-async fn register(ctx: &SessionContext, dir: &Path) -> Result<()> {
+pub(crate) async fn register(ctx: &SessionContext, dir: &Path) -> Result<()> {
     for table in ["readings", "diagnostics"] {
         let path = dir.join(table);
         let path = path.to_str().expect("utf-8 path");
