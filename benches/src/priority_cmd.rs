@@ -1,8 +1,10 @@
 //! `tsjoin-bench priority`: Quickstep's Fig. 11 replayed on our data.
 //!
-//! `lows` long queries (WINDOW JOIN q1 over the reference workload) start
-//! together; after `delay` a short query (a GROUP BY over the prices)
-//! arrives. Three runs, each the best of `runs`:
+//! `lows` long queries start together; after `delay` a short query arrives.
+//! Two workloads: WINDOW JOIN q1 over the reference workload with a GROUP BY
+//! over the prices as the short query (default), or with `--tsbs-data`
+//! TSBS IoT's `avg-load` (a two-level GROUP BY over the diagnostics) with
+//! the QuestDB blog's filtered `count(*)` (`blog-q3`) as the short query. Three runs, each the best of `runs`:
 //! - alone: the short query with nothing else running;
 //! - without priorities: every query at `normal`;
 //! - with priorities: the long ones at `low`, the short one at `high`.
@@ -11,6 +13,8 @@
 //! and the makespan of all queries together, with and without priorities
 //! (the throughput cost of pausing).
 
+use super::tsbs_cmd;
+use datafusion::error::DataFusionError;
 use datafusion::error::Result;
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::SessionContext;
@@ -19,6 +23,7 @@ use futures::TryStreamExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tsjoin_bench::runner::{QUERIES, session};
+use tsjoin_bench::tsbs::queries::Dialect;
 
 /// What `priority` runs.
 #[derive(clap::Args)]
@@ -39,13 +44,55 @@ pub struct PriorityArgs {
     /// Repetitions of each scenario (best and median reported).
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// A TSBS IoT data set (`tsbs-<rows>-<trucks>`, from `tsbs`): run the
+    /// TSBS workload on it instead of the WINDOW JOIN one.
+    #[arg(long)]
+    tsbs_data: Option<PathBuf>,
     /// Where the markdown result goes.
     #[arg(long, default_value = "benches/results/priority")]
     out: PathBuf,
 }
 
-/// The short query: per symbol statistics of the prices.
+/// The WINDOW JOIN workload's short query: per symbol statistics of the
+/// prices.
 const SHORT: &str = "SELECT sym, count(*), avg(bid), max(ask) FROM prices GROUP BY sym";
+
+/// The queries of one workload and where their data lives.
+struct Workload {
+    /// The long (low-priority) query and its name.
+    long: (String, String),
+    /// The short (high-priority) query and its name.
+    short: (String, String),
+}
+
+impl Workload {
+    fn new(args: &PriorityArgs) -> Result<Self> {
+        let Some(dir) = &args.tsbs_data else {
+            if !args.data.join("prices").exists() {
+                return Err(DataFusionError::Plan(format!(
+                    "no data at {} (run `tsjoin-bench generate --trades 1000000 --data {}`)",
+                    args.data.display(),
+                    args.data.display()
+                )));
+            }
+            return Ok(Self {
+                long: ("WINDOW JOIN q1".into(), QUERIES[0].2.into()),
+                short: ("GROUP BY sym over the prices".into(), SHORT.into()),
+            });
+        };
+        let qs = tsbs_cmd::queries_for(dir)?;
+        let find = |name: &str| {
+            qs.iter()
+                .find(|q| q.name == name)
+                .map(|q| (format!("TSBS {name}"), q.sql(Dialect::Tsjoin)))
+                .ok_or_else(|| DataFusionError::Plan(format!("no TSBS query {name}")))
+        };
+        Ok(Self {
+            long: find("avg-load")?,
+            short: find("blog-q3")?,
+        })
+    }
+}
 
 /// Runs `sql`: (time to the physical plan, time to the last batch).
 async fn run_query(ctx: SessionContext, sql: String) -> Result<(Duration, Duration)> {
@@ -57,18 +104,21 @@ async fn run_query(ctx: SessionContext, sql: String) -> Result<(Duration, Durati
 }
 
 async fn ctx_at(args: &PriorityArgs, priority: &str) -> Result<SessionContext> {
-    session(
-        &args.data,
-        args.threads,
-        true,
-        &[("tsjoin.priority", priority)],
-    )
-    .await
+    let settings = [("tsjoin.priority", priority)];
+    match &args.tsbs_data {
+        Some(dir) => tsbs_cmd::session(dir, args.threads, &settings).await,
+        None => session(&args.data, args.threads, true, &settings).await,
+    }
 }
 
 /// One scenario: (short query's latency, makespan of all).
-async fn scenario(args: &PriorityArgs, low: &str, high: &str) -> Result<(f64, f64)> {
-    let (short, makespan, planned) = scenario_times(args, low, high).await?;
+async fn scenario(
+    args: &PriorityArgs,
+    work: &Workload,
+    low: &str,
+    high: &str,
+) -> Result<(f64, f64)> {
+    let (short, makespan, planned) = scenario_times(args, work, low, high).await?;
     eprintln!(
         "  {low}/{high}: short query {short:.3} s (planned in {planned:.3} s), makespan {makespan:.3} s"
     );
@@ -79,6 +129,7 @@ async fn scenario(args: &PriorityArgs, low: &str, high: &str) -> Result<(f64, f6
 /// short query's planning time.
 async fn scenario_times(
     args: &PriorityArgs,
+    work: &Workload,
     low: &str,
     high: &str,
 ) -> Result<(f64, f64, f64)> {
@@ -86,14 +137,13 @@ async fn scenario_times(
     let mut lows = vec![];
     for _ in 0..args.lows {
         let ctx = ctx_at(args, low).await?;
-        lows.push(tokio::spawn(run_query(ctx, QUERIES[0].2.to_string())));
+        lows.push(tokio::spawn(run_query(ctx, work.long.1.clone())));
     }
     tokio::time::sleep(Duration::from_millis(args.delay_ms)).await;
     let ctx = ctx_at(args, high).await?;
-    let (planned, short) = run_query(ctx, SHORT.to_string()).await?;
+    let (planned, short) = run_query(ctx, work.short.1.clone()).await?;
     for l in lows {
-        l.await
-            .map_err(|e| datafusion::error::DataFusionError::External(e.into()))??;
+        l.await.map_err(|e| DataFusionError::External(e.into()))??;
     }
     Ok((
         short.as_secs_f64(),
@@ -103,32 +153,26 @@ async fn scenario_times(
 }
 
 pub async fn run(args: PriorityArgs) -> Result<()> {
-    if !args.data.join("prices").exists() {
-        return Err(datafusion::error::DataFusionError::Plan(format!(
-            "no data at {} (run `tsjoin-bench generate --trades 1000000 --data {}`)",
-            args.data.display(),
-            args.data.display()
-        )));
-    }
+    let work = Workload::new(&args)?;
     // Warm the page cache and the footers first: the first run of a
     // process is slower for every query, whichever scenario it is in.
     let ctx = ctx_at(&args, "normal").await?;
-    run_query(ctx.clone(), SHORT.into()).await?;
-    run_query(ctx, QUERIES[0].2.into()).await?;
+    run_query(ctx.clone(), work.short.1.clone()).await?;
+    run_query(ctx, work.long.1.clone()).await?;
     let (mut alone, mut long_alone) = (vec![], vec![]);
     let (mut without, mut with) = (vec![], vec![]);
     for r in 0..args.runs {
         let ctx = ctx_at(&args, "normal").await?;
-        let (planned, short) = run_query(ctx.clone(), SHORT.into()).await?;
+        let (planned, short) = run_query(ctx.clone(), work.short.1.clone()).await?;
         eprintln!(
             "  alone: short query {:.3} s (planned in {:.3} s)",
             short.as_secs_f64(),
             planned.as_secs_f64()
         );
         alone.push(short.as_secs_f64());
-        long_alone.push(run_query(ctx, QUERIES[0].2.into()).await?.1.as_secs_f64());
-        let w = scenario(&args, "normal", "normal").await?;
-        let p = scenario(&args, "low", "high").await?;
+        long_alone.push(run_query(ctx, work.long.1.clone()).await?.1.as_secs_f64());
+        let w = scenario(&args, &work, "normal", "normal").await?;
+        let p = scenario(&args, &work, "low", "high").await?;
         eprintln!(
             "run {r}: without {:.3} s / {:.3} s; with {:.3} s / {:.3} s",
             w.0, w.1, p.0, p.1
@@ -153,8 +197,8 @@ pub async fn run(args: PriorityArgs) -> Result<()> {
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let table = format!(
-        "Priority scheduling ({cores} cores, {} threads per query, {} long queries = WINDOW JOIN q1 \
-         over {}, short query arrives after {} ms; {} runs after a warm-up; ratios to the short \
+        "Priority scheduling ({cores} cores, {} threads per query, {} long queries = {} \
+         over {}, short query = {}, arriving after {} ms; {} runs after a warm-up; ratios to the short \
          query alone, best to best and median to median)\n\n\
          | | short query, best | short query, median | makespan, best | makespan, median |\n\
          |---|---|---|---|---|\n\
@@ -163,7 +207,9 @@ pub async fn run(args: PriorityArgs) -> Result<()> {
          \nMakespan with priorities against without (medians): {:+.1}%.\n",
         args.threads,
         args.lows,
-        args.data.display(),
+        work.long.0,
+        args.tsbs_data.as_ref().unwrap_or(&args.data).display(),
+        work.short.0,
         args.delay_ms,
         args.runs,
         best(&long_alone),

@@ -12,20 +12,20 @@
 //! - accuracy: in a run sampled every 10 ms, the fraction reported at 25, 50
 //!   and 75% of the wall time against those true fractions of the time.
 
-use datafusion::error::{DataFusionError, Result};
+use super::tsbs_cmd;
+use datafusion::error::Result;
 use datafusion::physical_plan::execute_stream;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
 use datafusion_tsjoin::progress::{execute_with_progress, watch};
 use futures::TryStreamExt;
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tsjoin_bench::clickbench;
 use tsjoin_bench::groupby;
 use tsjoin_bench::runner::{QUERIES, SCAN, session};
-use tsjoin_bench::tsbs::TsbsConfig;
-use tsjoin_bench::tsbs::queries::{Dialect, Query, queries};
+use tsjoin_bench::tsbs::queries::Dialect;
 
 /// What `progress` runs.
 #[derive(clap::Args)]
@@ -176,8 +176,8 @@ pub async fn run(args: ProgressArgs) -> Result<()> {
     let sql = groupby::grid_sql("k100k", "count(*), sum(v)");
     rows.push(measure(&grid_df, "group by k100k (DataFusion's)", &sql, args.runs).await?);
     if let Some(dir) = &args.tsbs_data {
-        let ctx = tsbs_session(dir, args.threads).await?;
-        for q in tsbs_queries(dir)? {
+        let ctx = tsbs_cmd::session(dir, args.threads, &[]).await?;
+        for q in tsbs_cmd::queries_for(dir)? {
             let sql = q.sql(Dialect::Tsjoin);
             rows.push(measure(&ctx, &format!("tsbs {}", q.name), &sql, args.runs).await?);
         }
@@ -245,37 +245,4 @@ pub async fn run(args: ProgressArgs) -> Result<()> {
         serde_json::to_string_pretty(&json).expect("json"),
     )?;
     Ok(())
-}
-
-/// A tsjoin session over a TSBS data set, as `tsbs` sets it up.
-async fn tsbs_session(dir: &Path, threads: usize) -> Result<SessionContext> {
-    let ctx = datafusion_tsjoin::tsjoin_context(
-        SessionConfig::new().with_target_partitions(threads),
-    );
-    super::tsbs_cmd::register(&ctx, dir).await?;
-    for table in ["readings", "diagnostics"] {
-        ctx.set_designated_timestamp(table, "ts")?;
-    }
-    Ok(ctx)
-}
-
-/// The TSBS queries for the data set in `dir`, whose name
-/// (`tsbs-<rows>-<trucks>`) gives the configuration they were drawn for.
-fn tsbs_queries(dir: &Path) -> Result<Vec<Query>> {
-    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let parts: Vec<&str> = name.split('-').collect();
-    let (Some(rows), Some(trucks)) = (
-        parts.get(1).and_then(|r| r.parse().ok()),
-        parts.get(2).and_then(|t| t.parse().ok()),
-    ) else {
-        return Err(DataFusionError::Plan(format!(
-            "{} is not a tsbs-<rows>-<trucks> directory",
-            dir.display()
-        )));
-    };
-    Ok(queries(&TsbsConfig {
-        rows,
-        trucks,
-        ..TsbsConfig::default()
-    }))
 }

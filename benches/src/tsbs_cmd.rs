@@ -56,6 +56,47 @@ pub(crate) async fn register(ctx: &SessionContext, dir: &Path) -> Result<()> {
 }
 
 /// The queries' DuckDB and ClickHouse spellings for `benches/peers/tsbs.py`.
+/// A tsjoin session over a TSBS data set as `tsbs` sets it up (designated
+/// timestamp `ts`), with `settings` applied by `SET`.
+pub(crate) async fn session(
+    dir: &Path,
+    threads: usize,
+    settings: &[(&str, &str)],
+) -> Result<SessionContext> {
+    let ctx = datafusion_tsjoin::tsjoin_context(
+        SessionConfig::new().with_target_partitions(threads),
+    );
+    for (name, value) in settings {
+        ctx.tsjoin_sql(&format!("SET {name} = {value}")).await?;
+    }
+    register(&ctx, dir).await?;
+    for table in ["readings", "diagnostics"] {
+        ctx.set_designated_timestamp(table, "ts")?;
+    }
+    Ok(ctx)
+}
+
+/// The TSBS queries for the data set in `dir`, whose name
+/// (`tsbs-<rows>-<trucks>`) gives the configuration they were drawn for.
+pub(crate) fn queries_for(dir: &Path) -> Result<Vec<Query>> {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let parts: Vec<&str> = name.split('-').collect();
+    let (Some(rows), Some(trucks)) = (
+        parts.get(1).and_then(|r| r.parse().ok()),
+        parts.get(2).and_then(|t| t.parse().ok()),
+    ) else {
+        return Err(DataFusionError::Plan(format!(
+            "{} is not a tsbs-<rows>-<trucks> directory",
+            dir.display()
+        )));
+    };
+    Ok(queries(&TsbsConfig {
+        rows,
+        trucks,
+        ..TsbsConfig::default()
+    }))
+}
+
 fn peer_queries(qs: &[Query]) -> Vec<Value> {
     qs.iter()
         .map(|q| {

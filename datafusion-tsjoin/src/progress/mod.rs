@@ -10,8 +10,11 @@
 //! `files_processed` and `bytes_scanned`) and the sizes the sources know
 //! before they run (row counts from Parquet footers and in-memory batches,
 //! file sizes). The fraction done is the sources' fractions weighted by
-//! their rows (DuckDB's cardinality-weighted mean), kept monotone and held
-//! below 1 until the stream ends, when it is exactly 1.
+//! their rows (DuckDB's cardinality-weighted mean), averaged with the
+//! progress of the stages whose work comes after the reading (full sorts,
+//! temporal joins: rows emitted of the rows their input gives; see
+//! `stage.rs`), kept monotone and held below 1 until the stream ends, when
+//! it is exactly 1.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -32,6 +35,7 @@
 
 mod monitor;
 mod snapshot;
+mod stage;
 
 pub use monitor::ProgressHandle;
 pub use snapshot::{OperatorProgress, OperatorState, ProgressSnapshot};

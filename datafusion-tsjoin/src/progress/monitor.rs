@@ -4,6 +4,7 @@
 //! timestamps that can be read while the query runs.
 
 use super::snapshot::{OperatorProgress, OperatorState, ProgressSnapshot};
+use super::stage::{Stage, collect_stages};
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_plan::ExecutionPlan;
@@ -63,6 +64,8 @@ pub struct ProgressHandle {
 struct Inner {
     plan: Arc<dyn ExecutionPlan>,
     sources: Vec<Source>,
+    /// Sorts and temporal joins, whose work the sources do not show.
+    stages: Vec<Stage>,
     start: Instant,
     /// Set by the stream when it returns its end.
     finished: AtomicBool,
@@ -81,10 +84,13 @@ impl ProgressHandle {
     pub fn new(plan: Arc<dyn ExecutionPlan>) -> Self {
         let mut sources = vec![];
         collect_sources(&plan, &mut sources);
+        let mut stages = vec![];
+        collect_stages(&plan, &mut stages);
         Self {
             inner: Arc::new(Inner {
                 plan,
                 sources,
+                stages,
                 start: Instant::now(),
                 finished: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
@@ -202,12 +208,20 @@ impl ProgressHandle {
         let fraction = if finished {
             1.0
         } else {
-            let raw = if weights > 0.0 {
+            let read = if weights > 0.0 {
                 weighted / weights
             } else {
                 0.0
             };
-            raw.min(RUNNING_CAP).max(state.1)
+            // The sources count as one pass over the data, each large
+            // stage as another.
+            let (mut done, mut passes) = (read, 1.0);
+            for stage in &inner.stages {
+                let (fraction, weight) = stage.progress(rows_total);
+                done += weight * fraction;
+                passes += weight;
+            }
+            (done / passes).min(RUNNING_CAP).max(state.1)
         };
         state.1 = fraction;
         drop(state);
