@@ -288,8 +288,13 @@ async fn filtered_last_rows_read_newest_first() {
                 reads.push(read);
                 answers.push(crate::support::cells(&batches));
             }
-            // DataFusion's plan reads oldest-first: more than the newest files.
-            assert!(reads[1] > reads[0], "{sql}: {reads:?}");
+            // DataFusion's plan reads oldest-first: with one partition every
+            // file (each is newer than the last, so its TopK prunes nothing).
+            // With two, how much the partitions' shared dynamic filter saves
+            // depends on which runs first, so only the bound above holds.
+            if partitions == 1 {
+                assert!(reads[1] > reads[0], "{sql}: {reads:?}");
+            }
             assert_eq!(answers[0], answers[1], "{sql}");
             assert_eq!(answers[0].len(), 5);
         }
