@@ -9,7 +9,7 @@ use datafusion::datasource::MemTable;
 use datafusion::physical_plan::{collect, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
-use datafusion_tsjoin::priority::{Priority, Scheduler};
+use datafusion_tsjoin::priority::{PLANNED_GRACE, Priority, Scheduler};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -355,6 +355,31 @@ async fn a_query_is_admitted_when_planned_until_its_streams_take_over() {
     assert_eq!(format!("{:?}", cells(&out)), ANSWER);
     // Executed to its end: nothing is held, although the plan still lives.
     assert!(scheduler.running().is_empty(), "{:?}", scheduler.running());
+}
+
+/// A plan kept without running (a cluster scheduler's, a client's that
+/// never executes) gives its place up after the grace: a lower priority
+/// then runs, it does not wait for good.
+#[tokio::test]
+async fn a_plan_kept_unexecuted_pauses_lower_priorities_only_briefly() {
+    let scheduler = Scheduler::new();
+    let high = session(&scheduler);
+    high.tsjoin_sql("SET tsjoin.priority = high").await.unwrap();
+    let kept = physical_plan(&high, QUERY).await;
+    assert_eq!(scheduler.running(), vec![(Priority::HIGH, 1)]);
+    let low = session(&scheduler);
+    low.tsjoin_sql("SET tsjoin.priority = low").await.unwrap();
+    let plan = physical_plan(&low, QUERY).await;
+    let out = tokio::time::timeout(
+        PLANNED_GRACE * 10,
+        collect(Arc::clone(&plan), low.task_ctx()),
+    )
+    .await
+    .expect("the low query waited past the grace")
+    .unwrap();
+    assert_eq!(format!("{:?}", cells(&out)), ANSWER);
+    assert!(scheduler.running().is_empty(), "{:?}", scheduler.running());
+    drop(kept);
 }
 
 /// The inline aggregate's dictionary scan reads the files itself, around

@@ -52,8 +52,10 @@ pub struct PriorityGateExec {
 }
 
 /// A query's place in its scheduler from the moment its plan is made until
-/// the first of its gates opens a stream (which then holds its own), or
-/// the plan is dropped unexecuted.
+/// the first of its gates opens a stream (which then holds its own), the
+/// plan is dropped unexecuted, or [`PLANNED_GRACE`](super::PLANNED_GRACE)
+/// has passed (a plan kept without running must not pause lower
+/// priorities for good).
 ///
 /// Why: a gate's stream is often opened inside a task that an operator
 /// above it spawns (a repartition, a merge of partitions), and while lower

@@ -40,6 +40,6 @@ mod turn;
 pub use class::Priority;
 pub(crate) use exec::decode_gate;
 pub use exec::{PlannedAdmission, PriorityGateExec};
-pub use plan::{gate_inputs, gate_session_plan};
+pub use plan::{PLANNED_GRACE, gate_inputs, gate_session_plan};
 pub use scheduler::{Admission, Scheduler};
 pub use turn::{CancelOnDrop, PhaseGate, Turn};

@@ -13,13 +13,14 @@ use datafusion::physical_plan::execution_plan::{
 use datafusion::physical_plan::explain::ExplainExec;
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Puts a [`PriorityGateExec`] above every input (leaf) of `plan` that
 /// reads data, so the whole query pauses while `scheduler` runs a higher
 /// priority. Leaves that read nothing (EXPLAIN's text, empty relations)
 /// and inputs already gated are left alone. When it places a gate, the
 /// query counts as running from now ([`PlannedAdmission`]) until its first
-/// gate opens a stream or the plan is dropped.
+/// gate opens a stream, the plan is dropped or [`PLANNED_GRACE`] has passed.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -39,12 +40,31 @@ pub fn gate_inputs(
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let planned = Arc::new(PlannedAdmission::default());
     let gated = gate(Arc::clone(&plan), priority, scheduler, &planned)?;
-    if Arc::strong_count(&planned) > 1 {
-        // At least one gate holds it: the query is admitted from now.
+    // At least one gate holds it: the query is admitted from now, for at
+    // most `PLANNED_GRACE` (a plan may be kept without running: a
+    // cluster's scheduler keeps the plans it splits into stages, a client
+    // may plan and never execute) and only where a runtime can time that.
+    if Arc::strong_count(&planned) > 1
+        && let Ok(runtime) = tokio::runtime::Handle::try_current()
+    {
         planned.hold(scheduler.admit(priority));
+        let planned = Arc::downgrade(&planned);
+        runtime.spawn(async move {
+            tokio::time::sleep(PLANNED_GRACE).await;
+            if let Some(planned) = planned.upgrade() {
+                planned.release();
+            }
+        });
     }
     Ok(gated)
 }
+
+/// How long a query holds its place from planning when none of its gates
+/// opens a stream: long enough to cover the wait between planning and the
+/// spawned tasks that open the gates on a loaded runtime (tens of
+/// milliseconds), short enough that a plan kept without running pauses
+/// lower priorities only briefly, never for good.
+pub const PLANNED_GRACE: Duration = Duration::from_secs(1);
 
 fn gate(
     plan: Arc<dyn ExecutionPlan>,
