@@ -35,6 +35,15 @@ fn session(scheduler: &Arc<Scheduler>) -> SessionContext {
     ctx
 }
 
+/// [`session`] with `tsjoin.priority` set to `priority`.
+async fn session_at(scheduler: &Arc<Scheduler>, priority: &str) -> SessionContext {
+    let ctx = session(scheduler);
+    ctx.tsjoin_sql(&format!("SET tsjoin.priority = {priority}"))
+        .await
+        .unwrap();
+    ctx
+}
+
 const QUERY: &str = "SELECT count(*), sum(v), max(v) FROM t";
 const ANSWER: &str = "[[\"8000\", \"31996000\", \"7999\"]]";
 
@@ -69,8 +78,7 @@ async fn the_plan_gates_every_input_at_the_session_priority() {
 #[tokio::test]
 async fn a_lower_priority_pauses_while_a_higher_one_runs_and_resumes_unchanged() {
     let scheduler = Scheduler::new();
-    let ctx = session(&scheduler);
-    ctx.tsjoin_sql("SET tsjoin.priority = low").await.unwrap();
+    let ctx = session_at(&scheduler, "low").await;
     let plan = physical_plan(&ctx, QUERY).await;
     let alone = cells(&collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap());
     assert_eq!(format!("{alone:?}"), ANSWER);
@@ -122,8 +130,7 @@ async fn equal_and_higher_priorities_do_not_wait() {
 #[tokio::test]
 async fn a_paused_query_can_be_cancelled() {
     let scheduler = Scheduler::new();
-    let ctx = session(&scheduler);
-    ctx.tsjoin_sql("SET tsjoin.priority = low").await.unwrap();
+    let ctx = session_at(&scheduler, "low").await;
     let high = scheduler.admit(Priority::HIGH);
     let mut stream = ctx
         .tsjoin_sql(QUERY)
@@ -176,8 +183,7 @@ async fn concurrent_queries_of_every_priority_answer_as_alone() {
 
 #[tokio::test]
 async fn the_gate_round_trips_through_proto() {
-    let ctx = session(&Scheduler::new());
-    ctx.tsjoin_sql("SET tsjoin.priority = -3").await.unwrap();
+    let ctx = session_at(&Scheduler::new(), "-3").await;
     let plan = physical_plan(&ctx, "SELECT v FROM t WHERE v > 7990").await;
     let back = crate::support::physical_round_trip(&plan, &ctx);
     let shown = |p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
@@ -275,15 +281,18 @@ async fn a_joins_build_pauses_for_a_higher_priority_that_arrives_after_its_input
         )
         .unwrap()
     };
-    for (operator, sql) in [
-        (
-            "WindowJoinExec",
-            "SELECT count(*) AS n, sum(w) AS s FROM (SELECT t.k, sum(p.v) AS w FROM trades t \
-             WINDOW JOIN prices p ON p.k = t.k RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW) x",
-        ),
+    let window_join = "SELECT count(*) AS n, sum(w) AS s FROM (SELECT t.k, sum(p.v) AS w \
+        FROM trades t WINDOW JOIN prices p ON p.k = t.k \
+        RANGE BETWEEN 1 second PRECEDING AND CURRENT ROW) x";
+    // The streaming path counts its right rows before it builds its
+    // timeline, the others once their build is done.
+    for (operator, sql, streaming) in [
+        ("WindowJoinExec", window_join, false),
+        ("WindowJoinExec", window_join, true),
         (
             "AsofJoinExec",
             "SELECT count(*) AS n, sum(p.v) AS s FROM trades t ASOF JOIN prices p ON (k)",
+            false,
         ),
     ] {
         let scheduler = Scheduler::new();
@@ -295,6 +304,9 @@ async fn a_joins_build_pauses_for_a_higher_priority_that_arrives_after_its_input
         let trades =
             MemTable::try_new(Arc::clone(&schema), vec![vec![batch(500)]]).unwrap();
         ctx.register_table("trades", Arc::new(trades)).unwrap();
+        ctx.tsjoin_sql(&format!("SET tsjoin.window_join_streaming = {streaming}"))
+            .await
+            .unwrap();
         let slot = Arc::new(parking_lot::Mutex::new(None));
         let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let prices = AdmitsHighAtEnd {
@@ -318,11 +330,16 @@ async fn a_joins_build_pauses_for_a_higher_priority_that_arrives_after_its_input
             "{operator}: the right side was not read"
         );
         assert!(!run.is_finished(), "{operator}: ran while a high query ran");
-        assert_eq!(
-            metric(&plan, operator, "build_input_rows"),
-            0,
-            "{operator}: the build ran while a high query ran"
-        );
+        if streaming {
+            let shown = displayable(plan.as_ref()).indent(false).to_string();
+            assert!(shown.contains("path=streaming"), "{shown}");
+        } else {
+            assert_eq!(
+                metric(&plan, operator, "build_input_rows"),
+                0,
+                "{operator}: the build ran while a high query ran"
+            );
+        }
         slot.lock().take();
         let resumed = tokio::time::timeout(Duration::from_secs(30), run)
             .await
@@ -343,8 +360,7 @@ async fn a_joins_build_pauses_for_a_higher_priority_that_arrives_after_its_input
 #[tokio::test]
 async fn a_query_is_admitted_when_planned_until_its_streams_take_over() {
     let scheduler = Scheduler::new();
-    let ctx = session(&scheduler);
-    ctx.tsjoin_sql("SET tsjoin.priority = high").await.unwrap();
+    let ctx = session_at(&scheduler, "high").await;
     let plan = physical_plan(&ctx, QUERY).await;
     assert_eq!(scheduler.running(), vec![(Priority::HIGH, 1)]);
     drop(plan);
@@ -363,12 +379,10 @@ async fn a_query_is_admitted_when_planned_until_its_streams_take_over() {
 #[tokio::test]
 async fn a_plan_kept_unexecuted_pauses_lower_priorities_only_briefly() {
     let scheduler = Scheduler::new();
-    let high = session(&scheduler);
-    high.tsjoin_sql("SET tsjoin.priority = high").await.unwrap();
+    let high = session_at(&scheduler, "high").await;
     let kept = physical_plan(&high, QUERY).await;
     assert_eq!(scheduler.running(), vec![(Priority::HIGH, 1)]);
-    let low = session(&scheduler);
-    low.tsjoin_sql("SET tsjoin.priority = low").await.unwrap();
+    let low = session_at(&scheduler, "low").await;
     let plan = physical_plan(&low, QUERY).await;
     let out = tokio::time::timeout(
         PLANNED_GRACE * 10,
@@ -388,20 +402,15 @@ async fn a_plan_kept_unexecuted_pauses_lower_priorities_only_briefly() {
 #[tokio::test]
 async fn a_dictionary_scan_holds_the_querys_place_while_it_reads() {
     let scheduler = Scheduler::new();
-    let ctx = session(&scheduler);
+    let ctx = session_at(&scheduler, "high").await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d.parquet");
-    ctx.tsjoin_sql(&format!(
+    let copy = format!(
         "COPY (SELECT v % 10 AS k, v FROM t) TO '{}' STORED AS PARQUET",
         path.display()
-    ))
-    .await
-    .unwrap()
-    .collect()
-    .await
-    .unwrap();
+    );
+    crate::support::query_batches(&ctx, &copy).await;
     crate::support::register_dir(&ctx, "d", dir.path()).await;
-    ctx.tsjoin_sql("SET tsjoin.priority = high").await.unwrap();
     let sql = "SELECT k, count(*), sum(v) FROM d GROUP BY k ORDER BY k";
     let plan = physical_plan(&ctx, sql).await;
     let out = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();

@@ -124,7 +124,9 @@ pub async fn explained_plan(ctx: &SessionContext, sql: &str) -> String {
         .unwrap_or_else(|| panic!("no physical plan for {sql}"))
 }
 
-async fn query_batches(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
+/// The batches of `sql`'s result (panics on an error: tests call it with
+/// SQL that must run).
+pub async fn query_batches(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
     ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap()
 }
 

@@ -76,11 +76,6 @@ impl PlannedAdmission {
     pub fn release(&self) {
         self.0.lock().take();
     }
-
-    /// Whether the admission is still held.
-    pub fn is_held(&self) -> bool {
-        self.0.lock().is_some()
-    }
 }
 
 impl PriorityGateExec {

@@ -42,4 +42,4 @@ pub(crate) use exec::decode_gate;
 pub use exec::{PlannedAdmission, PriorityGateExec};
 pub use plan::{PLANNED_GRACE, gate_inputs, gate_session_plan};
 pub use scheduler::{Admission, Scheduler};
-pub use turn::{CancelOnDrop, PhaseGate, Turn};
+pub use turn::{CancelOnDrop, PhaseGate, ROWS_PER_PAUSE, Turn};

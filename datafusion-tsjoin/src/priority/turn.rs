@@ -20,6 +20,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// Rows a blocking phase processes between two pause points of its
+/// [`PhaseGate`]: about a millisecond of work, so a query of higher
+/// priority waits no longer than that for the phase's threads to step
+/// aside, while the check (one atomic load) stays invisible in the loop.
+pub const ROWS_PER_PAUSE: usize = 1 << 16;
+
 /// How long a blocked phase sleeps between looks at its cancellation flag.
 const CANCEL_POLL: Duration = Duration::from_millis(10);
 

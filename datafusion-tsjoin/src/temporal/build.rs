@@ -6,6 +6,7 @@
 use super::timeline::{Timeline, TimelineBuild};
 use crate::priority::{PhaseGate, Turn};
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
@@ -29,6 +30,37 @@ pub(crate) struct BuiltTimeline {
     reservation: Mutex<MemoryReservation>,
 }
 
+/// Builds the timeline of `batches` (`factor`: common ticks per right
+/// tick) on a blocking thread: concatenating, interning and sorting a whole
+/// right side is CPU work of its own, not for a tokio worker that other
+/// queries' batches need. It pauses for higher priorities at `turn`, and
+/// dropping the future stops it at its next pause point.
+pub(crate) async fn build_timeline(
+    schema: SchemaRef,
+    keys: &[Arc<dyn PhysicalExpr>],
+    ts: &Arc<dyn PhysicalExpr>,
+    factor: i64,
+    turn: Option<Turn>,
+    batches: Vec<RecordBatch>,
+) -> Result<Timeline> {
+    let gate = PhaseGate::new(turn);
+    let (keys, ts) = (keys.to_vec(), Arc::clone(ts));
+    let _cancel = gate.cancel_on_drop();
+    SpawnedTask::spawn_blocking(move || {
+        let how = TimelineBuild {
+            schema,
+            keys: &keys,
+            ts: &ts,
+            factor,
+            gate: &gate,
+        };
+        Timeline::try_new(how, &batches)
+    })
+    .join()
+    .await
+    .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+}
+
 impl BuiltTimeline {
     /// Drains every partition of `right` (in parallel tasks) into a
     /// timeline; `factor` is common ticks per right tick. Dropping the
@@ -42,7 +74,7 @@ impl BuiltTimeline {
         context: Arc<TaskContext>,
     ) -> Result<Self> {
         let reservation = MemoryConsumer::new(name).register(context.memory_pool());
-        let gate = PhaseGate::new(Turn::below(&right));
+        let turn = Turn::below(&right);
         let batches = drain_partitions(
             &right,
             &context,
@@ -55,25 +87,8 @@ impl BuiltTimeline {
         // The concatenated copy, then the sequence vectors.
         let bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
         reservation.try_grow(bytes + rows * 16)?;
-        // Concatenating, interning and sorting a whole right side is CPU
-        // work of its own: on a blocking thread, not a tokio worker that
-        // other queries' batches need, pausing for higher priorities.
-        let (schema, keys, ts) = (right.schema(), keys.to_vec(), Arc::clone(ts));
-        let _cancel = gate.cancel_on_drop();
-        let task = SpawnedTask::spawn_blocking(move || {
-            let how = TimelineBuild {
-                schema,
-                keys: &keys,
-                ts: &ts,
-                factor,
-                gate: &gate,
-            };
-            Timeline::try_new(how, &batches)
-        });
-        let timeline = task
-            .join()
-            .await
-            .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+        let timeline =
+            build_timeline(right.schema(), keys, ts, factor, turn, batches).await?;
         reservation
             .resize(timeline.batch.get_array_memory_size() + timeline.extra_bytes());
         Ok(Self {

@@ -19,7 +19,7 @@ mod plan;
 mod time;
 mod timeline;
 
-pub(crate) use build::{BuiltTimeline, SharedBuild, drain_partitions};
+pub(crate) use build::{BuiltTimeline, SharedBuild, build_timeline, drain_partitions};
 pub(crate) use cursor::{Found, MergeCursor};
 pub use distribution::{DistributionSetting, JoinDistribution};
 pub(crate) use distribution::{KeyedRight, TemporalDistribution};
@@ -28,4 +28,4 @@ pub(crate) use time::{array_is_non_decreasing, tick_array};
 // Row-by-row forms, kept for the temporal joins that read times as options.
 #[allow(unused_imports)]
 pub(crate) use time::{is_non_decreasing, ticks};
-pub(crate) use timeline::{Timeline, TimelineBuild, key_arrays};
+pub(crate) use timeline::{Timeline, key_arrays};

@@ -3,7 +3,7 @@
 //! index for binary search.
 
 use super::time::{array_is_non_decreasing, tick_array};
-use crate::priority::PhaseGate;
+use crate::priority::{PhaseGate, ROWS_PER_PAUSE};
 use crate::window_join::KeyIndex;
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{cast, concat_batches};
@@ -25,9 +25,6 @@ pub(crate) struct TimelineBuild<'a> {
     /// Where the build pauses for a query of higher priority.
     pub gate: &'a PhaseGate,
 }
-
-/// Rows interned between two pause points of the build.
-const ROWS_PER_PASS: usize = 1 << 16;
 
 /// The right rows of a temporal join, time-ordered.
 ///
@@ -159,9 +156,9 @@ impl Timeline {
                 arrays.iter().map(|a| a.data_type().clone()).collect();
             let mut index = KeyIndex::try_new(&types)?;
             let mut g = Vec::with_capacity(n);
-            for start in (0..n).step_by(ROWS_PER_PASS) {
+            for start in (0..n).step_by(ROWS_PER_PAUSE) {
                 how.gate.check()?;
-                let len = ROWS_PER_PASS.min(n - start);
+                let len = ROWS_PER_PAUSE.min(n - start);
                 let chunk: Vec<ArrayRef> =
                     arrays.iter().map(|a| a.slice(start, len)).collect();
                 g.extend(index.intern(&chunk)?);

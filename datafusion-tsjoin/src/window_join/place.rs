@@ -12,18 +12,13 @@
 //! each.
 
 use super::par::{cuts, par_each, par_fill, par_map, split_at_cuts};
-use crate::priority::PhaseGate;
+use crate::priority::{PhaseGate, ROWS_PER_PAUSE};
 use datafusion::arrow::array::{
     Array, ArrayRef, ArrowPrimitiveType, AsArray, RecordBatch,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::common::{DataFusionError, Result};
 use std::ops::Range;
-
-/// Rows placed between two pause points of the build's [`PhaseGate`]:
-/// about a millisecond of work, so a query of higher priority waits no
-/// longer than that for the build's threads to step aside.
-const ROWS_PER_PASS: usize = 1 << 16;
 
 /// Group id of rows that belong to no group (NULL timestamp).
 pub(super) const NO_GROUP: u32 = u32::MAX;
@@ -165,7 +160,7 @@ impl<'a> Placement<'a> {
         let counts: Vec<Vec<u32>> = par_map(&shares, threads, |share| {
             let mut counts = vec![0u32; n_groups];
             for u in &units[share.clone()] {
-                for chunk in pieces[u.piece].gid[u.rows.clone()].chunks(ROWS_PER_PASS) {
+                for chunk in pieces[u.piece].gid[u.rows.clone()].chunks(ROWS_PER_PAUSE) {
                     gate.pass();
                     for &g in chunk {
                         if g != NO_GROUP {
@@ -270,7 +265,7 @@ impl<'a> Placement<'a> {
                     u.rows
                         .clone()
                         .map(|row| {
-                            if (row - u.rows.start) % ROWS_PER_PASS == 0 {
+                            if (row - u.rows.start) % ROWS_PER_PAUSE == 0 {
                                 self.gate.pass();
                             }
                             let g = piece.gid[row];

@@ -6,7 +6,7 @@
 use super::join::{Lane, RightSide, Walker};
 use crate::kernels::KernelSet;
 use crate::priority::{PhaseGate, Turn};
-use crate::temporal::{Timeline, TimelineBuild, drain_partitions};
+use crate::temporal::{build_timeline, drain_partitions};
 use crate::window_join::build::{IndexBuild, RightIndex, build_right_index};
 use crate::window_join::eval::batch_referenced_size;
 use crate::window_join::fast::FastPlan;
@@ -110,17 +110,15 @@ async fn build(
     // The concatenated copy, then the sequence vectors.
     let batch_bytes: usize = batches.iter().map(batch_referenced_size).sum();
     reservation.try_grow(batch_bytes + rows * 16)?;
-    let timeline = Timeline::try_new(
-        TimelineBuild {
-            schema: right.schema(),
-            keys: &spec.right_keys,
-            ts: &spec.right_ts,
-            factor: spec.scale.right_factor(),
-            gate: &PhaseGate::new(turn.clone()),
-        },
-        &batches,
-    )?;
-    drop(batches);
+    let timeline = build_timeline(
+        right.schema(),
+        &spec.right_keys,
+        &spec.right_ts,
+        spec.scale.right_factor(),
+        turn.clone(),
+        batches,
+    )
+    .await?;
     let batch = &timeline.batch;
     let mut lanes = Vec::with_capacity(plan.columns.len());
     for c in &plan.columns {
