@@ -40,6 +40,10 @@ pub struct TsbsArgs {
     /// Where the JSON and markdown results go.
     #[arg(long, default_value = "benches/results/tsbs")]
     out: PathBuf,
+    /// Also run tsjoin with this setting (`tsjoin.late_materialize=false`),
+    /// as one more engine column; repeatable, one session per setting.
+    #[arg(long)]
+    also: Vec<String>,
 }
 
 const TSJOIN: &str = "tsjoin";
@@ -152,8 +156,24 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
     for table in ["readings", "diagnostics"] {
         ours.set_designated_timestamp(table, "ts")?;
     }
-    let plain = SessionContext::new_with_config(session_config);
+    let plain = SessionContext::new_with_config(session_config.clone());
     register(&plain, &dir).await?;
+    let mut variants = vec![];
+    for setting in &args.also {
+        let (key, value) = setting.split_once('=').ok_or_else(|| {
+            DataFusionError::Plan(format!("--also {setting}: expected KEY=VALUE"))
+        })?;
+        let ctx = datafusion_tsjoin::tsjoin_context(session_config.clone());
+        register(&ctx, &dir).await?;
+        for table in ["readings", "diagnostics"] {
+            ctx.set_designated_timestamp(table, "ts")?;
+        }
+        ctx.tsjoin_sql(&format!("SET {key} = {value}"))
+            .await?
+            .collect()
+            .await?;
+        variants.push((format!("{TSJOIN} ({key}={value})"), ctx));
+    }
 
     let qs: Vec<Query> = queries(&config)
         .into_iter()
@@ -162,24 +182,28 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
     let mut results: Vec<Measurement> = vec![];
     let mut scanned = serde_json::Map::new();
     for q in &qs {
-        let mut ms = [TSJOIN, DATAFUSION].map(|engine| Measurement {
-            engine: engine.into(),
-            query: q.name.into(),
-            times: vec![],
-            answer: None,
-            extra: json!({}),
-        });
-        let mut rows_read = [0usize; 2];
+        let mut engines = vec![
+            (TSJOIN.to_string(), &ours, true, Dialect::Tsjoin),
+            (DATAFUSION.to_string(), &plain, false, Dialect::DataFusion),
+        ];
+        for (name, ctx) in &variants {
+            engines.push((name.clone(), ctx, true, Dialect::Tsjoin));
+        }
+        let mut ms: Vec<Measurement> = engines
+            .iter()
+            .map(|(engine, ..)| Measurement {
+                engine: engine.clone(),
+                query: q.name.into(),
+                times: vec![],
+                answer: None,
+                extra: json!({}),
+            })
+            .collect();
+        let mut rows_read = vec![0usize; engines.len()];
         for _ in 0..args.run.runs {
-            for (i, (ctx, tsjoin, dialect)) in [
-                (&ours, true, Dialect::Tsjoin),
-                (&plain, false, Dialect::DataFusion),
-            ]
-            .into_iter()
-            .enumerate()
-            {
+            for (i, (_, ctx, tsjoin, dialect)) in engines.iter().enumerate() {
                 let (batches, secs, plan) =
-                    runner::run_query(ctx, tsjoin, &q.sql(dialect)).await?;
+                    runner::run_query(ctx, *tsjoin, &q.sql(*dialect)).await?;
                 ms[i].times.push(secs);
                 ms[i].answer = Some(normalise(&batches));
                 rows_read[i] = runner::scan_rows(&plan, &|_| true);

@@ -85,6 +85,12 @@ config_namespace! {
         /// Widest key range (values) a join filter compiles into bits; 0:
         /// automatic (an eighth of the scan's rows, from 64 Ki to 256 Mi).
         pub join_filter_max_bits: u64, default = 0
+        /// Let a filtered Parquet scan evaluate its WHERE while decoding
+        /// (DataFusion's row filter, per scan) and decode the columns the
+        /// WHERE does not read only for the rows that pass, where those
+        /// columns are a large share of the scan's bytes (see
+        /// `late_materialize`).
+        pub late_materialize: bool, default = true
         /// This session's query priority: `high`, `normal`, `low` or an
         /// integer (higher runs first). While a query of higher priority
         /// runs, lower ones pause at batch boundaries (see `priority`).

@@ -30,6 +30,7 @@ pub mod horizon_join;
 pub mod inline_aggregate;
 pub mod join_filter;
 mod kernels;
+pub mod late_materialize;
 pub mod newest_first;
 pub mod offset_topk;
 pub mod priority;

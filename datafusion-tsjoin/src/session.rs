@@ -119,6 +119,13 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
         // After DataFusion's post-optimisation filter pushdown, which puts
         // the joins' dynamic filters into the scans.
         rules.insert(at + 2, Arc::new(crate::join_filter::JoinFilterRule));
+        // Last of tsjoin's scan rules: the others match filters over plain
+        // scans, and join-filtered scans must already carry their
+        // `LipFilterExec`.
+        rules.insert(
+            at + 3,
+            Arc::new(crate::late_materialize::LateMaterializeRule),
+        );
         self.with_query_planner(Arc::new(TsJoinQueryPlanner))
             .with_optimizer_rule(Arc::new(PushDownWindowJoinFilter))
             .with_physical_optimizer_rules(rules)

@@ -13,6 +13,7 @@ mod fuzz;
 mod groupby;
 mod horizon;
 mod join_filter;
+mod late_materialize;
 mod lifecycle;
 mod limit_diff;
 mod limits;
