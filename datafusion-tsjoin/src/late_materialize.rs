@@ -302,7 +302,7 @@ fn late_materialize(
     };
     let residual_columns = residual
         .iter()
-        .flat_map(|e| collect_columns(e))
+        .flat_map(collect_columns)
         .map(|c| scan.columns[c.index()]);
     let needed: HashSet<usize> =
         outputs.iter().copied().chain(residual_columns).collect();
