@@ -537,3 +537,43 @@ async fn errors_around_the_fallback_decision_are_reported() {
         }
     }
 }
+
+/// Keys that grow with the rows (a time bucket over time-ordered rows):
+/// the probe sees a few thousand groups, but new ones keep arriving, and
+/// the projection over the input's size sends the run to DataFusion's
+/// aggregate; keys that grow but stay few run inline. Same answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_keys_growing_with_the_rows_fall_back() {
+    // (bucket width in rows, falls back): 10,000 groups in all (3,333 in
+    // the probe's 100K rows, 30 rows each), and 6 groups in all.
+    for (width, many) in [(60, true), (100_000, false)] {
+        let ctx = context(1);
+        ctx.tsjoin_sql(&format!(
+            "CREATE TABLE g AS SELECT value / {width} AS a, CAST(value % 2 AS VARCHAR) AS b, \
+             value AS v FROM generate_series(0, 299999)"
+        ))
+        .await
+        .unwrap();
+        let sql = "SELECT a, b, count(*), sum(v) FROM g GROUP BY a, b ORDER BY a, b";
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+            .await
+            .unwrap();
+        let want = rows(&ctx, sql).await;
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+            .await
+            .unwrap();
+        let plan = physical_plan(&ctx, sql).await;
+        let got = cells(
+            &datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+                .await
+                .unwrap(),
+        );
+        assert!(got == want, "width {width}: results differ");
+        let fell_back = fallbacks(&plan).expect("an inline aggregate");
+        assert_eq!(
+            fell_back > 0,
+            many,
+            "width {width}: fallback metric {fell_back}"
+        );
+    }
+}

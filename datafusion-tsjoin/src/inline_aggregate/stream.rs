@@ -371,15 +371,21 @@ async fn start(
     let rows = StatisticsContext::new()
         .compute(input.as_ref(), &StatisticsArgs::new())
         .map(|s| s.num_rows);
-    let rows_hint = match rows.unwrap_or(Precision::Absent) {
+    let rows = rows.unwrap_or(Precision::Absent);
+    let rows_hint = match rows {
         Precision::Exact(n) => (n / spec.outputs.max(1)).min(MAX_ROWS_HINT),
         _ => 0,
+    };
+    // An estimate is enough for the fallback's projection of groups.
+    let input_rows = match rows {
+        Precision::Exact(n) | Precision::Inexact(n) => Some(n),
+        Precision::Absent => None,
     };
     let partitions = input.output_partitioning().partition_count();
     let (fallback, probes) = match template.filter(|_| work.is_none()) {
         Some(t) => {
             let (f, probes) =
-                Fallback::new(t, Arc::clone(input.properties()), partitions);
+                Fallback::new(t, Arc::clone(input.properties()), partitions, input_rows);
             (Some(f), probes)
         }
         None => (None, vec![]),
