@@ -62,35 +62,36 @@
 //! ```
 
 use crate::config::rule_enabled;
+use crate::join_filter::{join_filter_ids, join_filters_in};
 use crate::newest_first::NewestFirstTopKExec;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{
     Transformed, TransformedResult, TreeNode, TreeNodeRecursion,
 };
 use datafusion::common::{ColumnStatistics, ScalarValue};
-use datafusion::common::{HashSet, Result};
 use datafusion::datasource::physical_plan::parquet::can_expr_be_pushed_down_with_schemas;
 use datafusion::datasource::physical_plan::{
     FileScanConfig, FileScanConfigBuilder, FileSource, ParquetSource,
 };
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::logical_expr::interval_arithmetic::Interval;
-use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::intervals::utils::check_support;
 use datafusion::physical_expr::utils::{collect_columns, conjunction, split_conjunction};
 use datafusion::physical_expr::{AnalysisContext, ExprBoundaries, analyze};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::projection_pushdown::ProjectionPushdown;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
-use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, ExecutionPlan, Partitioning, PhysicalExpr,
     ReplaceChildrenOptions,
 };
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The least share of a scan's decoded bytes that the columns only the
@@ -133,7 +134,10 @@ impl PhysicalOptimizerRule for LateMaterializeRule {
         {
             return Ok(plan);
         }
-        let joins = hash_join_filter_ids(&plan)?;
+        // A scan holding a hash join's filter is `crate::join_filter`'s: its
+        // `LipFilterExec` applies them in adaptive order (in the row filter
+        // they would run in written order, which measured slower).
+        let joins = join_filter_ids(&plan)?;
         plan.transform_down(|node| {
             if node.downcast_ref::<NewestFirstTopKExec>().is_some() {
                 return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
@@ -156,42 +160,6 @@ impl PhysicalOptimizerRule for LateMaterializeRule {
     fn schema_check(&self) -> bool {
         true
     }
-}
-
-/// The ids of the dynamic filters `plan`'s hash joins produce: a scan whose
-/// predicate holds one is [`crate::join_filter`]'s (its `LipFilterExec`
-/// applies them in adaptive order; in the row filter they would run in
-/// written order, which measured slower).
-fn hash_join_filter_ids(plan: &Arc<dyn ExecutionPlan>) -> Result<HashSet<u64>> {
-    let mut ids = HashSet::new();
-    plan.apply(|node| {
-        if let Some(join) = node.downcast_ref::<HashJoinExec>() {
-            ids.extend(
-                join.dynamic_expressions_produced()
-                    .iter()
-                    .filter_map(|f| f.expression_id()),
-            );
-        }
-        Ok(TreeNodeRecursion::Continue)
-    })?;
-    Ok(ids)
-}
-
-/// Whether `predicate` holds one of the dynamic filters in `joins`.
-fn has_join_filter(predicate: &Arc<dyn PhysicalExpr>, joins: &HashSet<u64>) -> bool {
-    let mut found = false;
-    predicate
-        .apply(|e| {
-            if e.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()
-                && e.expression_id().is_some_and(|id| joins.contains(&id))
-            {
-                found = true;
-                return Ok(TreeNodeRecursion::Stop);
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })
-        .ok();
-    found
 }
 
 /// A filtered Parquet scan as the rule finds it: the round-robin
@@ -278,7 +246,10 @@ fn late_materialize(
         return Ok(None);
     };
     let existing = scan.source.filter();
-    if existing.as_ref().is_some_and(|p| has_join_filter(p, joins)) {
+    if existing
+        .as_ref()
+        .is_some_and(|p| !join_filters_in(p, joins).is_empty())
+    {
         return Ok(None);
     }
     // Each conjunct goes to the row filter if the Parquet reader can

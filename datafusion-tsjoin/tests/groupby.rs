@@ -88,6 +88,16 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
     cells(&ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap())
 }
 
+/// DataFusion's answer to `sql` (the inline aggregate off for it), leaving
+/// the session with the inline aggregate on.
+async fn datafusion_rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
+    let set = |on: bool| format!("SET tsjoin.inline_aggregate = {on}");
+    ctx.tsjoin_sql(&set(false)).await.unwrap();
+    let want = rows(ctx, sql).await;
+    ctx.tsjoin_sql(&set(true)).await.unwrap();
+    want
+}
+
 async fn run_case(seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let shape = rng.random_range(0..7);
@@ -136,13 +146,7 @@ async fn run_case(seed: u64) {
          HAVING count(*) > 1 ORDER BY sum(i) DESC NULLS LAST, {keys} LIMIT 25"
     );
     for sql in [&sql, &composed] {
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-            .await
-            .unwrap();
-        let want = rows(&ctx, sql).await;
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
-            .await
-            .unwrap();
+        let want = datafusion_rows(&ctx, sql).await;
         // Defaults (composite keys may fall back), then every key inline.
         for all_keys in [false, true] {
             ctx.tsjoin_sql(&format!(
@@ -300,13 +304,7 @@ async fn nearly_distinct_keys_past_the_probe_match_datafusion() {
         ctx.register_table("t", Arc::new(MemTable::try_new(schema, parts).unwrap()))
             .unwrap();
         let sql = "SELECT k, count(*), count(v), sum(v), min(v), avg(v) FROM t GROUP BY k ORDER BY k";
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-            .await
-            .unwrap();
-        let want = rows(&ctx, sql).await;
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
-            .await
-            .unwrap();
+        let want = datafusion_rows(&ctx, sql).await;
         let got = rows(&ctx, sql).await;
         assert!(want.len() > 200_000, "{shape}: {} groups", want.len());
         assert!(
@@ -461,13 +459,7 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
             let ctx = context(target);
             ctx.register_table("t", Arc::new(two_key_table(n, groups, sizes)))
                 .unwrap();
-            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-                .await
-                .unwrap();
-            let want = rows(&ctx, sql).await;
-            ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
-                .await
-                .unwrap();
+            let want = datafusion_rows(&ctx, sql).await;
             let plan = physical_plan(&ctx, sql).await;
             let text = displayable(plan.as_ref()).indent(true).to_string();
             assert!(
@@ -555,13 +547,7 @@ async fn composite_keys_growing_with_the_rows_fall_back() {
         .await
         .unwrap();
         let sql = "SELECT a, b, count(*), sum(v) FROM g GROUP BY a, b ORDER BY a, b";
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-            .await
-            .unwrap();
-        let want = rows(&ctx, sql).await;
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
-            .await
-            .unwrap();
+        let want = datafusion_rows(&ctx, sql).await;
         let plan = physical_plan(&ctx, sql).await;
         let got = cells(
             &datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())

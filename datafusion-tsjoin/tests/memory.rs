@@ -4,7 +4,6 @@
 
 use crate::support::limited_context as limited;
 use crate::support::{cells, explained_plan, physical_plan};
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
@@ -40,11 +39,10 @@ async fn inline_aggregate_with_many_groups_hands_over_under_a_small_limit() {
             .unwrap();
         let plain = physical_plan(&ctx, sql).await;
         let what = format!("DataFusion's aggregate, {partitions} partitions");
-        let Some(want) = collect_unless_stalled(&plain, &ctx, &what).await else {
+        let Some(want) = sorted_unless_stalled(&plain, &ctx, &what).await else {
             continue;
         };
-        let mut want = cells(&want.unwrap());
-        want.sort();
+        let want = want.unwrap();
         ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
             .await
             .unwrap();
@@ -55,11 +53,10 @@ async fn inline_aggregate_with_many_groups_hands_over_under_a_small_limit() {
         );
         let plan = physical_plan(&ctx, sql).await;
         let what = format!("inline, {partitions} partitions");
-        let Some(result) = collect_unless_stalled(&plan, &ctx, &what).await else {
+        let Some(got) = sorted_unless_stalled(&plan, &ctx, &what).await else {
             continue;
         };
-        let mut got = cells(&result.unwrap());
-        got.sort();
+        let got = got.unwrap();
         assert_eq!(got.len(), 400_000);
         assert!(got == want, "partitions {partitions}");
         // It did hand over: the inline tables did not fit.
@@ -203,11 +200,9 @@ async fn memory_limit_matrix() {
             ctx.tsjoin_sql(&set).await.unwrap();
             let plan = physical_plan(&ctx, sql).await;
             let what = format!("{name} under {limit}");
-            let cell = match collect_unless_stalled(&plan, &ctx, &what).await {
+            let cell = match sorted_unless_stalled(&plan, &ctx, &what).await {
                 None => Cell::Stalled,
-                Some(Ok(batches)) => {
-                    let mut got = cells(&batches);
-                    got.sort();
+                Some(Ok(got)) => {
                     assert!(got == want, "{name} under {limit}: wrong answer");
                     let handed = metric(&plan, "InlineAggregateExec", "fallback") > 0;
                     let spilled = spill_count(&plan) > 0;
@@ -272,22 +267,27 @@ fn spill_count(plan: &Arc<dyn ExecutionPlan>) -> usize {
     mine + plan.children().into_iter().map(spill_count).sum::<usize>()
 }
 
-/// Runs `plan`; `None` when it gives no answer within 30 s after handing
+/// Runs `plan` and sorts its rows; `None` when it gives no answer within 30 s after handing
 /// work to DataFusion's repartition under the limit (a `RepartitionExec` in
 /// the plan spilled, or the inline aggregate handed over to the plan it
 /// replaced, whose nodes are built when it does): DataFusion 55.2's
 /// spill-pool stall (see [`Cell::Stalled`]). Any other run without an answer
 /// in 30 s (each takes well under a second alone) fails, naming `what`.
-async fn collect_unless_stalled(
+async fn sorted_unless_stalled(
     plan: &Arc<dyn ExecutionPlan>,
     ctx: &SessionContext,
     what: &str,
-) -> Option<datafusion::common::Result<Vec<RecordBatch>>> {
+) -> Option<datafusion::common::Result<Vec<Vec<String>>>> {
     let run = collect(Arc::clone(plan), ctx.task_ctx());
     match tokio::time::timeout(std::time::Duration::from_secs(30), run).await {
-        Ok(result) => Some(result),
+        Ok(result) => Some(result.map(|batches| {
+            let mut rows = cells(&batches);
+            rows.sort();
+            rows
+        })),
         Err(_) => {
-            let repartition_spilled = node_spill_count(plan, "RepartitionExec") > 0;
+            // (Metrics are live: readable after the run was dropped.)
+            let repartition_spilled = metric(plan, "RepartitionExec", "spill_count") > 0;
             let handed_over = metric(plan, "InlineAggregateExec", "fallback") > 0;
             assert!(
                 repartition_spilled || handed_over,
@@ -299,19 +299,4 @@ async fn collect_unless_stalled(
             None
         }
     }
-}
-
-/// Spills so far of the nodes called `node` (metrics are live, so this
-/// can be read while the plan runs or after it was dropped unfinished).
-fn node_spill_count(plan: &Arc<dyn ExecutionPlan>, node: &str) -> usize {
-    let mine = if plan.name() == node {
-        plan.metrics().and_then(|m| m.spill_count()).unwrap_or(0)
-    } else {
-        0
-    };
-    mine + plan
-        .children()
-        .into_iter()
-        .map(|c| node_spill_count(c, node))
-        .sum::<usize>()
 }

@@ -15,7 +15,7 @@
 //! input past [`MANY_GROUPS`] (keys that grow with time, such as a time
 //! bucket over time-ordered rows: TSBS's `GROUP BY name, driver, fleet,
 //! ten_minutes` sees a few thousand groups in its first 100K rows and ends
-//! with hundreds of thousands), every task hands its kept
+//! with over a million), every task hands its kept
 //! batches and the rest
 //! of its input stream to a [`ReplayExec`] under a fresh copy of the
 //! original plan, and the output partitions run that plan instead.

@@ -75,4 +75,5 @@ mod stream;
 
 pub use exec::LipFilterExec;
 pub use rule::JoinFilterRule;
+pub(crate) use rule::{join_filter_ids, join_filters_in};
 pub use star::FactProbeRule;

@@ -79,7 +79,7 @@ impl PhysicalOptimizerRule for JoinFilterRule {
 }
 
 /// The ids of the hash joins' dynamic filters in `plan`.
-fn join_filter_ids(plan: &Arc<dyn ExecutionPlan>) -> Result<HashSet<u64>> {
+pub(crate) fn join_filter_ids(plan: &Arc<dyn ExecutionPlan>) -> Result<HashSet<u64>> {
     let mut ids = HashSet::new();
     plan.apply(|node| {
         if let Some(join) = node.downcast_ref::<HashJoinExec>() {
@@ -110,23 +110,31 @@ fn scan_join_filters(
     {
         return None;
     }
-    let predicate = source.filter()?;
+    let filters = join_filters_in(&source.filter()?, joins);
+    (!filters.is_empty()).then_some(filters)
+}
+
+/// The dynamic filters in `predicate` whose id is in `joins` (the hash
+/// joins' filters, [`join_filter_ids`]), each once.
+pub(crate) fn join_filters_in(
+    predicate: &Arc<dyn PhysicalExpr>,
+    joins: &HashSet<u64>,
+) -> Vec<Arc<dyn PhysicalExpr>> {
     let mut seen = HashSet::new();
     let mut filters = Vec::new();
-    predicate
-        .apply(|e| {
-            if e.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()
-                && let Some(id) = e.expression_id()
-                && joins.contains(&id)
-                && seen.insert(id)
-            {
-                filters.push(Arc::clone(e));
-                return Ok(TreeNodeRecursion::Jump);
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })
-        .ok()?;
-    (!filters.is_empty()).then_some(filters)
+    // The closure never fails.
+    let _ = predicate.apply(|e| {
+        if e.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()
+            && let Some(id) = e.expression_id()
+            && joins.contains(&id)
+            && seen.insert(id)
+        {
+            filters.push(Arc::clone(e));
+            return Ok(TreeNodeRecursion::Jump);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    filters
 }
 
 /// The widest key range worth compiling into bits over `scan`: evaluating
