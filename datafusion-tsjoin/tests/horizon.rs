@@ -67,9 +67,46 @@ async fn explain_shows_keys_offsets_and_path() {
     for part in [
         "HorizonJoinExec: rights=[[on=[(sym@1, sym@1)], ts=ts@0]]",
         "offsets=RANGE FROM 0s TO 1m STEP 30s AS h (3 offsets)",
-        "path=merge x3 cursors (left order",
+        "path=finger search x3 (per key and offset, right order",
+        // Only the columns the aggregate reads leave the join.
+        "projection=[price@2, mid@5, offset@6]",
     ] {
         assert!(text.contains(part), "missing {part} in\n{text}");
+    }
+}
+
+/// The embedded projection drops columns, a right table nothing reads and
+/// every column, and still emits one row per (left row, offset) pair.
+#[tokio::test]
+async fn projection_keeps_the_pairs() {
+    let ctx = context(2);
+    tables(&ctx).await;
+    let cases: [(&str, &[&[&str]]); 3] = [
+        (
+            "SELECT count(*) FROM t HORIZON JOIN p ON (sym) LIST (0, 1s, 30s) AS h",
+            &[&["6"]],
+        ),
+        (
+            "SELECT t.sym, count(*) FROM t HORIZON JOIN p ON (sym) LIST (0, 30s) AS h \
+             ORDER BY t.sym",
+            &[&["A", "2"], &["B", "2"]],
+        ),
+        (
+            "SELECT h.timestamp, p.mid FROM t HORIZON JOIN p ON (sym) LIST (0, 30s) AS h \
+             ORDER BY h.timestamp",
+            &[
+                // A at 00:01:30 still sees 00:00's 1 (its 2 comes at 00:01:40).
+                &["2024-01-01T00:01:00", "1"],
+                &["2024-01-01T00:01:30", "1"],
+                &["2024-01-01T00:02:00", "3"],
+                &["2024-01-01T00:02:30", "3"],
+            ],
+        ),
+    ];
+    for (sql, want) in cases {
+        let text = explained_plan(&ctx, sql).await;
+        assert!(text.contains("projection=["), "no projection in\n{text}");
+        assert_eq!(query_rows(&ctx, sql).await, want, "{sql}");
     }
 }
 

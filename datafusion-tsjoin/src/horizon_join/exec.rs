@@ -2,15 +2,19 @@
 
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
-use super::stream::{SharedState, StreamArgs, horizon_join_stream};
+use super::stream::{OutputColumns, SharedState, StreamArgs, horizon_join_stream};
 use crate::temporal::{JoinDistribution, KeyedRight, TemporalDistribution};
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, internal_err, plan_err};
+use datafusion::common::{Result, internal_err, plan_err, project_schema};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::projection::ProjectionMapping;
 use datafusion::physical_plan::execution_plan::InvariantLevel;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::{
+    EmbeddedProjection, ProjectionExec, try_embed_projection,
+};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements,
     PhysicalExpr, PlanProperties, SendableRecordBatchStream, apply_expression_roots,
@@ -22,14 +26,18 @@ use std::sync::Arc;
 ///
 /// Every right input (all partitions, in parallel) is drained once into a
 /// shared time-ordered [`Timeline`](crate::temporal) (sorted only if it did
-/// not arrive in time order). Each left partition then streams: for every
-/// left row and offset it looks up each right table at `left time +
-/// offset`, by one streaming merge cursor per (right table, offset) while
-/// the left times keep increasing (the offsets share the one pass over the
-/// left input), by binary search in a per-key index otherwise. Output, in
+/// not arrive in time order) with its per-key index. Each left partition
+/// then streams: for every left row and offset it looks up each right table
+/// at `left time + offset` by a galloping finger per (key group, offset) in
+/// that index, so on time-ordered input each lookup moves a few rows, and
+/// any left order is answered. Output, in
 /// left order with a row's offsets consecutive: left columns, each right
 /// table's columns (NULL without a match), `offset` (BIGINT, left unit) and
-/// `timestamp` (left time + offset).
+/// `timestamp` (left time + offset). An embedded projection (see
+/// [`with_projection`](Self::with_projection), placed by DataFusion's
+/// projection push-down) keeps only some of these columns: the operator
+/// then neither gathers the others nor matches a right table none of whose
+/// columns is kept.
 ///
 /// In [`JoinDistribution::Partitioned`] mode (see
 /// [`with_distribution`](Self::with_distribution)) every input is
@@ -48,6 +56,12 @@ pub struct HorizonJoinExec {
     alias: String,
     /// The offsets in left ticks.
     offsets: Arc<Vec<i64>>,
+    /// Every column the join can emit: left, each right table's, `offset`,
+    /// `timestamp`.
+    join_schema: SchemaRef,
+    /// The columns emitted, as indices into `join_schema`; `None`: all.
+    projection: Option<Arc<[usize]>>,
+    /// `join_schema` under `projection`.
     schema: SchemaRef,
     /// The mode, hash keys (partitioned: the left ones, and each right
     /// table's) and the built right sides: one slot when broadcast, one
@@ -111,11 +125,88 @@ impl HorizonJoinExec {
             spec,
             alias,
             offsets,
+            join_schema: Arc::clone(&schema),
+            projection: None,
             schema,
             distribution: TemporalDistribution::broadcast(|_| Arc::default()),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         })
+    }
+
+    /// The operator emitting only the columns `projection` names (indices
+    /// into its current output; `None` keeps them as they are). The rows
+    /// are the same: every (left row, offset) pair, even with no column.
+    ///
+    /// ```ignore
+    /// // Only the third left column and `offset` (of 2 left + 2 right columns).
+    /// let exec = exec.with_projection(Some(vec![1, 4]))?;
+    /// ```
+    pub fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
+        let Some(projection) = projection else {
+            return self.rebuilt(self.projection.clone(), self.distribution());
+        };
+        let width = self.schema.fields().len();
+        if let Some(bad) = projection.iter().find(|&&i| i >= width) {
+            return plan_err!(
+                "HorizonJoinExec: projection index {bad} out of range (the output has {width} columns)"
+            );
+        }
+        // Indices into the current output become indices into the join's.
+        let combined: Arc<[usize]> = match &self.projection {
+            Some(current) => projection.iter().map(|&i| current[i]).collect(),
+            None => projection.into(),
+        };
+        self.rebuilt(Some(combined), self.distribution())
+    }
+
+    /// The embedded projection: indices into the join's full output (left
+    /// columns, each right table's, `offset`, `timestamp`).
+    pub fn projection(&self) -> Option<&[usize]> {
+        self.projection.as_deref()
+    }
+
+    /// A fresh operator over the same inputs and spec (no state carried)
+    /// with `projection` and `distribution`.
+    fn rebuilt(
+        &self,
+        projection: Option<Arc<[usize]>>,
+        distribution: JoinDistribution,
+    ) -> Result<Self> {
+        Self::try_new(
+            Arc::clone(&self.left),
+            self.rights.clone(),
+            Arc::clone(&self.spec),
+            self.alias.clone(),
+        )?
+        .with_distribution(distribution)?
+        .projected(projection)
+    }
+
+    /// Applies `projection` (indices into the full output) to the schema
+    /// and the plan properties.
+    fn projected(mut self, projection: Option<Arc<[usize]>>) -> Result<Self> {
+        let Some(projection) = projection else {
+            return Ok(self);
+        };
+        let mapping = ProjectionMapping::from_indices(&projection, &self.join_schema)?;
+        let schema = project_schema(&self.join_schema, Some(&projection.to_vec()))?;
+        let props = self.distribution.properties(&self.left, &self.join_schema);
+        let partitioning = props
+            .output_partitioning()
+            .project(&mapping, props.equivalence_properties());
+        let eq = props
+            .equivalence_properties()
+            .project(&mapping, Arc::clone(&schema));
+        self.cache = Arc::new(PlanProperties::new(
+            eq,
+            partitioning,
+            props.emission_type,
+            props.boundedness,
+        ));
+        self.schema = schema;
+        self.projection = Some(projection);
+        Ok(self)
     }
 
     /// The operator in `distribution` mode. Partitioned needs every right
@@ -142,8 +233,11 @@ impl HorizonJoinExec {
             TemporalDistribution::new(distribution, &self.left, &rights, |_| {
                 Arc::default()
             })?;
-        self.cache = Arc::new(self.distribution.properties(&self.left, &self.schema));
-        Ok(self)
+        self.cache =
+            Arc::new(self.distribution.properties(&self.left, &self.join_schema));
+        let projection = self.projection.take();
+        self.schema = Arc::clone(&self.join_schema);
+        self.projected(projection)
     }
 
     /// The mode this operator runs in.
@@ -163,23 +257,21 @@ impl HorizonJoinExec {
 
     /// `path=…` as EXPLAIN shows it.
     fn path(&self) -> String {
-        let known = |p: &Arc<dyn ExecutionPlan>, ts| {
-            if crate::temporal::ordered_by(p, ts) {
-                "known"
-            } else {
-                "checked"
-            }
-        };
         let rights: Vec<&str> = self
             .rights
             .iter()
             .zip(&self.spec.rights)
-            .map(|(p, r)| known(p, &r.right_ts))
+            .map(|(p, r)| {
+                if crate::temporal::ordered_by(p, &r.right_ts) {
+                    "known"
+                } else {
+                    "checked"
+                }
+            })
             .collect();
         format!(
-            "merge x{} cursors (left order {}, right order {}), index for unordered batches",
+            "finger search x{} (per key and offset, right order {})",
             self.offsets.len() * self.rights.len(),
-            known(&self.left, &self.spec.left_ts),
             rights.join("/")
         )
     }
@@ -211,20 +303,37 @@ impl DisplayAs for HorizonJoinExec {
             self.alias,
             self.offsets.len()
         );
+        let projection = self.projection.as_ref().map(|p| {
+            let names: Vec<String> = p
+                .iter()
+                .map(|&i| format!("{}@{i}", self.join_schema.field(i).name()))
+                .collect();
+            format!("projection=[{}]", names.join(", "))
+        });
         match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
-                f,
-                "HorizonJoinExec: rights=[{}], ts={}, offsets={offsets}, path={}, distribution={}",
-                rights.join(", "),
-                s.left_ts,
-                self.path(),
-                self.distribution().as_str()
-            ),
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "HorizonJoinExec: rights=[{}], ts={}, offsets={offsets}, path={}, distribution={}",
+                    rights.join(", "),
+                    s.left_ts,
+                    self.path(),
+                    self.distribution().as_str()
+                )?;
+                match projection {
+                    Some(p) => write!(f, ", {p}"),
+                    None => Ok(()),
+                }
+            }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "rights=[{}]", rights.join(", "))?;
                 writeln!(f, "offsets={offsets}")?;
                 writeln!(f, "path={}", self.path())?;
-                write!(f, "distribution={}", self.distribution().as_str())
+                write!(f, "distribution={}", self.distribution().as_str())?;
+                match projection {
+                    Some(p) => write!(f, "\n{p}"),
+                    None => Ok(()),
+                }
             }
         }
     }
@@ -287,21 +396,25 @@ impl ExecutionPlan for HorizonJoinExec {
                 Arc::clone(&self.spec),
                 self.alias.clone(),
             )?
-            .with_distribution(self.distribution())?,
+            .with_distribution(self.distribution())?
+            .projected(self.projection.clone())?,
         ))
     }
 
     /// A new instance whose timelines are built again on the next execution.
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(Arc::new(
-            Self::try_new(
-                Arc::clone(&self.left),
-                self.rights.clone(),
-                Arc::clone(&self.spec),
-                self.alias.clone(),
-            )?
-            .with_distribution(self.distribution())?,
+            self.rebuilt(self.projection.clone(), self.distribution())?,
         ))
+    }
+
+    /// Embeds a projection of columns above the join, so the pairs carry
+    /// only the columns read above (DataFusion's projection push-down).
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        try_embed_projection(projection, self)
     }
 
     fn execute(
@@ -321,6 +434,11 @@ impl ExecutionPlan for HorizonJoinExec {
             spec: Arc::clone(&self.spec),
             offsets: Arc::clone(&self.offsets),
             schema: Arc::clone(&self.schema),
+            columns: OutputColumns::new(
+                self.left.schema().fields().len(),
+                self.rights.iter().map(|r| r.schema().fields().len()),
+                self.projection.as_deref(),
+            ),
             shared: Arc::clone(shared),
             metrics: HorizonJoinMetrics::new(&self.metrics, partition),
             context,
@@ -329,6 +447,12 @@ impl ExecutionPlan for HorizonJoinExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+impl EmbeddedProjection for HorizonJoinExec {
+    fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
+        HorizonJoinExec::with_projection(self, projection)
     }
 }
 

@@ -13,10 +13,8 @@ pub(super) struct HorizonJoinMetrics {
     pub build_mem_used: Gauge,
     /// Left rows joined.
     pub input_rows: Count,
-    /// (left row, offset, right table) lookups done by the streaming merge.
-    pub merge_lookups: Count,
-    /// Lookups done by binary search in a per-key index.
-    pub index_lookups: Count,
+    /// (left row, offset, right table) lookups.
+    pub lookups: Count,
     /// Time matching.
     pub join_time: Time,
     /// Output rows and total compute time.
@@ -32,8 +30,7 @@ impl HorizonJoinMetrics {
             build_mem_used: MetricBuilder::new(metrics)
                 .gauge("build_mem_used", partition),
             input_rows: count("input_rows"),
-            merge_lookups: count("merge_lookups"),
-            index_lookups: count("index_lookups"),
+            lookups: count("lookups"),
             join_time: MetricBuilder::new(metrics).subset_time("join_time", partition),
             baseline: BaselineMetrics::new(metrics, partition),
         }

@@ -69,6 +69,12 @@ struct HorizonExecProto {
     /// mode existed.
     #[prost(bool, tag = "6")]
     partitioned: bool,
+    /// The embedded projection (indices into the join's full output), when
+    /// `projected`; plans encoded before it existed emit every column.
+    #[prost(uint32, repeated, tag = "7")]
+    projection: Vec<u32>,
+    #[prost(bool, tag = "8")]
+    projected: bool,
 }
 
 fn err(what: &str) -> DataFusionError {
@@ -180,6 +186,13 @@ pub(crate) fn encode_exec(
         offsets,
         alias: exec.alias().to_string(),
         partitioned: exec.distribution().encode(),
+        projection: exec
+            .projection()
+            .unwrap_or_default()
+            .iter()
+            .map(|&i| i as u32)
+            .collect(),
+        projected: exec.projection().is_some(),
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -248,6 +261,10 @@ pub(crate) fn decode_exec(
             Arc::new(spec),
             msg.alias,
         )?
-        .with_distribution(JoinDistribution::decode(msg.partitioned))?,
+        .with_distribution(JoinDistribution::decode(msg.partitioned))?
+        .with_projection(
+            msg.projected
+                .then(|| msg.projection.iter().map(|&i| i as usize).collect()),
+        )?,
     ))
 }

@@ -1,20 +1,19 @@
 //! The output stream of one left partition: drain every right input into
 //! its shared [`BuiltTimeline`] once, then expand left batches into (row,
-//! offset) pairs as they come, matching each right table by one streaming
-//! merge cursor per offset while the left times keep increasing, by the
-//! per-key index otherwise.
+//! offset) pairs as they come, matching each right table by a finger search
+//! per (key group, offset) in its per-key index ([`Fingers`]).
 
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
-use crate::temporal::{
-    BuiltTimeline, Found, MergeCursor, SharedBuild, is_non_decreasing, key_arrays, ticks,
-};
+use crate::temporal::{BuiltTimeline, Fingers, NO_ROW, SharedBuild, key_arrays, ticks};
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, RecordBatch, UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions, UInt32Array,
+    new_null_array,
 };
+use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -35,6 +34,8 @@ pub(super) struct StreamArgs {
     /// Offsets in left ticks.
     pub offsets: Arc<Vec<i64>>,
     pub schema: SchemaRef,
+    /// What each output column is.
+    pub columns: OutputColumns,
     pub shared: Arc<SharedState>,
     pub metrics: HorizonJoinMetrics,
     pub context: Arc<TaskContext>,
@@ -75,6 +76,7 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
         spec,
         offsets,
         schema,
+        columns,
         shared,
         metrics,
         context,
@@ -85,8 +87,9 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
         let built = shared
             .get_or_build(|| build_all(rights, &spec, Arc::clone(&context), &metrics))
             .await?;
-        let mut joiner =
-            Joiner::try_new(built, spec, offsets, out_schema, metrics, &context)?;
+        let mut joiner = Joiner::try_new(
+            built, spec, offsets, out_schema, columns, metrics, &context,
+        )?;
         Ok::<_, DataFusionError>(
             left.map(move |b| joiner.join(b?))
                 .map_ok(|v| stream::iter(v.into_iter().map(Ok)))
@@ -98,17 +101,65 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
 
+/// Where one output column comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Left column `i`.
+    Left(usize),
+    /// Column `i` of right table `j`: `Right(j, i)`.
+    Right(usize, usize),
+    /// `offset`.
+    Offset,
+    /// `timestamp` (left time + offset).
+    Timestamp,
+}
+
+/// The columns a [`HorizonJoinExec`](super::HorizonJoinExec) emits, in
+/// order, each by where it comes from; the join's full output (left
+/// columns, each right table's, `offset`, `timestamp`) narrowed by its
+/// embedded projection.
+#[derive(Debug, Clone)]
+pub(super) struct OutputColumns {
+    sources: Arc<[Source]>,
+}
+
+impl OutputColumns {
+    /// The output of a join with `left` left columns and right tables of
+    /// `rights` columns each, under `projection` (indices into the full
+    /// output, in range).
+    pub(super) fn new(
+        left: usize,
+        rights: impl IntoIterator<Item = usize>,
+        projection: Option<&[usize]>,
+    ) -> Self {
+        let mut all: Vec<Source> = (0..left).map(Source::Left).collect();
+        for (j, width) in rights.into_iter().enumerate() {
+            all.extend((0..width).map(|i| Source::Right(j, i)));
+        }
+        all.extend([Source::Offset, Source::Timestamp]);
+        let sources = match projection {
+            Some(p) => p.iter().map(|&i| all[i]).collect(),
+            None => all.into(),
+        };
+        Self { sources }
+    }
+}
+
 /// Expands and matches the batches of one left partition, in order.
 struct Joiner {
     built: Arc<Vec<BuiltTimeline>>,
-    /// Per right table, one cursor per offset.
-    cursors: Vec<Vec<MergeCursor>>,
+    /// Per right table, one finger per (key group, offset).
+    fingers: Vec<Fingers>,
     spec: Arc<HorizonJoinSpec>,
     offsets: Arc<Vec<i64>>,
     schema: SchemaRef,
+    columns: OutputColumns,
     metrics: HorizonJoinMetrics,
     /// Left rows per output batch: about `batch_size` pairs each.
     chunk: usize,
+    /// Each pair's left row and offset for a full chunk, row-major; a
+    /// shorter chunk's are a prefix (built on first use).
+    patterns: Option<(UInt32Array, Int64Array)>,
     _reservation: MemoryReservation,
 }
 
@@ -118,31 +169,30 @@ impl Joiner {
         spec: Arc<HorizonJoinSpec>,
         offsets: Arc<Vec<i64>>,
         schema: SchemaRef,
+        columns: OutputColumns,
         metrics: HorizonJoinMetrics,
         context: &TaskContext,
     ) -> Result<Self> {
-        // The cursors' per-key state: offsets x groups positions per table.
-        let reservation = MemoryConsumer::new("HorizonJoinExec[cursors]")
+        // The fingers: offsets x groups positions per table.
+        let reservation = MemoryConsumer::new("HorizonJoinExec[fingers]")
             .register(context.memory_pool());
         let k = offsets.len();
-        let bytes: usize = built.iter().map(|b| b.timeline.groups * 4 * k).sum();
-        reservation.try_grow(bytes)?;
-        let cursors = built
+        let bytes: usize = built
             .iter()
-            .map(|b| {
-                (0..k)
-                    .map(|_| MergeCursor::new(&b.timeline, false))
-                    .collect()
-            })
-            .collect();
+            .map(|b| Fingers::bytes(b.timeline.groups, k))
+            .sum();
+        reservation.try_grow(bytes)?;
+        let fingers = built.iter().map(|b| Fingers::new(&b.timeline, k)).collect();
         let batch_size = context.session_config().batch_size();
         Ok(Self {
             built,
-            cursors,
+            fingers,
             spec,
             chunk: (batch_size / k.max(1)).max(1),
+            patterns: None,
             offsets,
             schema,
+            columns,
             metrics,
             _reservation: reservation,
         })
@@ -169,125 +219,128 @@ impl Joiner {
     fn join_chunk(&mut self, left: &RecordBatch) -> Result<RecordBatch> {
         let n = left.num_rows();
         let k = self.offsets.len();
+        let pairs = n * k;
         self.metrics.input_rows.add(n);
         let spec = Arc::clone(&self.spec);
         let ts_array = spec.left_ts.evaluate(left)?.into_array(n)?;
         // Left ticks (the left unit).
         let lt = ticks(&ts_array, 1)?;
-        let sorted = is_non_decreasing(&lt);
-        let first = lt.iter().flatten().next().copied();
-        let left_rows = UInt32Array::from_iter_values(
-            (0..n as u32).flat_map(|i| std::iter::repeat_n(i, k)),
-        );
-        let mut columns: Vec<ArrayRef> = left
-            .columns()
-            .iter()
-            .map(|c| take(c.as_ref(), &left_rows, None))
-            .collect::<Result<_, _>>()?;
-        for j in 0..self.built.len() {
-            let rows = self.match_right(j, left, &lt, sorted, first)?;
-            let tl = &self.built[j].timeline;
-            let indices = UInt32Array::from(rows);
-            for c in tl.batch.columns() {
-                columns.push(
-                    if tl.batch.num_rows() == 0 || indices.null_count() == n * k {
-                        new_null_array(c.data_type(), n * k)
-                    } else {
-                        take(c.as_ref(), &indices, None)?
-                    },
-                );
+        let sources = Arc::clone(&self.columns.sources);
+        let (left_rows, offset_column) = self.patterns(pairs);
+        // Each pair's row of right table `j`, when a column of it is
+        // emitted (a table nothing reads is not matched at all).
+        let mut right_rows: Vec<Option<UInt32Array>> = vec![None; self.built.len()];
+        for (j, rows) in right_rows.iter_mut().enumerate() {
+            if sources
+                .iter()
+                .any(|s| matches!(s, Source::Right(t, _) if *t == j))
+            {
+                let mut found = self.match_right(j, left, &lt)?;
+                let valid = BooleanBuffer::collect_bool(pairs, |i| found[i] != NO_ROW);
+                // Every index in bounds, even under a null (not every
+                // `take` kernel skips null indices).
+                found
+                    .iter_mut()
+                    .for_each(|r| *r = if *r == NO_ROW { 0 } else { *r });
+                *rows =
+                    Some(UInt32Array::new(found.into(), Some(NullBuffer::new(valid))));
             }
         }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(sources.len());
+        for source in sources.iter() {
+            columns.push(match *source {
+                Source::Left(i) => take(left.column(i).as_ref(), &left_rows, None)?,
+                Source::Right(j, i) => {
+                    let (tl, Some(rows)) = (&self.built[j].timeline, &right_rows[j])
+                    else {
+                        return internal_err!("HorizonJoinExec: right {j} not matched");
+                    };
+                    let c = tl.batch.column(i);
+                    if tl.batch.num_rows() == 0 || rows.null_count() == pairs {
+                        new_null_array(c.data_type(), pairs)
+                    } else {
+                        take(c.as_ref(), rows, None)?
+                    }
+                }
+                Source::Offset => Arc::new(offset_column.clone()),
+                Source::Timestamp => {
+                    let offsets = &self.offsets;
+                    let at: Int64Array = lt
+                        .iter()
+                        .flat_map(|t| {
+                            offsets.iter().map(move |o| t.map(|t| t.saturating_add(*o)))
+                        })
+                        .collect();
+                    cast(&at, ts_array.data_type())?
+                }
+            });
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(pairs));
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            columns,
+            &options,
+        )?)
+    }
+
+    /// The first `pairs` entries of the left-row and offset patterns (see
+    /// `patterns`): zero-copy slices of the full chunk's.
+    fn patterns(&mut self, pairs: usize) -> (UInt32Array, Int64Array) {
+        let (k, chunk) = (self.offsets.len(), self.chunk);
         let offsets = &self.offsets;
-        columns.push(Arc::new(Int64Array::from_iter_values(
-            (0..n).flat_map(|_| offsets.iter().copied()),
-        )));
-        let at: Int64Array = lt
-            .iter()
-            .flat_map(|t| offsets.iter().map(move |o| t.map(|t| t.saturating_add(*o))))
-            .collect();
-        columns.push(cast(&at, ts_array.data_type())?);
-        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+        let (rows, offset) = self.patterns.get_or_insert_with(|| {
+            (
+                UInt32Array::from_iter_values(
+                    (0..chunk as u32).flat_map(|i| std::iter::repeat_n(i, k)),
+                ),
+                Int64Array::from_iter_values(
+                    (0..chunk).flat_map(|_| offsets.iter().copied()),
+                ),
+            )
+        });
+        (rows.slice(0, pairs), offset.slice(0, pairs))
     }
 
     /// The matching row of right table `j` for every (left row, offset)
-    /// pair, row-major.
+    /// pair, row-major ([`NO_ROW`] where none): a finger search per (key group, offset) in the
+    /// table's per-key index (any left order; on time-ordered input each
+    /// finger moves a few rows per lookup).
     fn match_right(
         &mut self,
         j: usize,
         left: &RecordBatch,
         lt: &[Option<i64>],
-        sorted: bool,
-        first: Option<i64>,
-    ) -> Result<Vec<Option<u32>>> {
+    ) -> Result<Vec<u32>> {
         let n = left.num_rows();
         let k = self.offsets.len();
         let r = &self.spec.rights[j];
         let built = &self.built[j];
         let tl = &built.timeline;
         let factor = r.scale.left_factor();
-        let common = |t: i64, o: i64| t.saturating_add(o).saturating_mul(factor);
         let groups = tl.groups_of(&key_arrays(&r.left_keys, left)?, n)?;
         let allowed: Option<ArrayRef> = match &r.left_filter {
             Some(f) => Some(f.evaluate(left)?.into_array(n)?),
             None => None,
         };
         let allowed = allowed.as_ref().map(|a| a.as_boolean());
-        let wanted = |i: usize| -> Option<u32> {
+        built.ensure_index()?;
+        self.metrics.lookups.add(n * k);
+        let mut rows = vec![NO_ROW; n * k];
+        let fingers = &mut self.fingers[j];
+        let offsets = &self.offsets;
+        for (i, out) in rows.chunks_exact_mut(k).enumerate() {
             if let Some(a) = allowed
                 && !(a.is_valid(i) && a.value(i))
             {
-                return None;
+                continue;
             }
-            groups[i]
-        };
-        let mut rows: Vec<Option<u32>> = vec![None; n * k];
-        let cursors = &mut self.cursors[j];
-        let merge = sorted
-            && first.is_none_or(|t| {
-                cursors
-                    .iter()
-                    .zip(self.offsets.iter())
-                    .all(|(c, &o)| c.accepts(common(t, o)))
-            });
-        if merge {
-            self.metrics.merge_lookups.add(n * k);
-            // Offset by offset: each cursor runs over the chunk once.
-            for (ki, (cursor, &o)) in
-                cursors.iter_mut().zip(self.offsets.iter()).enumerate()
-            {
-                if let Some(t) = first
-                    && !cursor.started()
-                {
-                    cursor.start(tl, common(t, o));
-                }
-                for (i, t) in lt.iter().enumerate() {
-                    let Some(t) = *t else { continue };
-                    let t = common(t, o);
-                    cursor.advance(tl, t);
-                    let Some(g) = wanted(i) else { continue };
-                    rows[i * k + ki] = match cursor.get(tl, g) {
-                        Found::Row(row, _) => Some(row),
-                        Found::Nothing => None,
-                        Found::AskIndex => {
-                            built.ensure_index()?;
-                            tl.lookup(g, t, false, false).map(|(row, _)| row)
-                        }
-                    };
-                }
-            }
-        } else {
-            self.metrics.index_lookups.add(n * k);
-            built.ensure_index()?;
-            for (i, t) in lt.iter().enumerate() {
-                let (Some(t), Some(g)) = (*t, wanted(i)) else {
-                    continue;
-                };
-                for (ki, &o) in self.offsets.iter().enumerate() {
-                    rows[i * k + ki] =
-                        tl.lookup(g, common(t, o), false, false).map(|(row, _)| row);
-                }
-            }
+            let (Some(t), Some(g)) = (lt[i], groups[i]) else {
+                continue;
+            };
+            let times = offsets
+                .iter()
+                .map(|&o| t.saturating_add(o).saturating_mul(factor));
+            fingers.lookup_offsets(tl.group_slice(g), g, times, out);
         }
         Ok(rows)
     }

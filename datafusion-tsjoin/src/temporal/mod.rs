@@ -7,6 +7,8 @@
 //! left batch  ──▶ MergeCursor (cursor.rs): streaming merge over the
 //!                 timeline with per-key state and a warm-up, or the
 //!                 per-key index (binary search) when the left is unordered
+//!             ──▶ Fingers (finger.rs): many offsets per left row (HORIZON),
+//!                 a galloping finger per (key, offset) in the per-key index
 //! ```
 //!
 //! Time is compared in *common ticks*: the finer unit of the two sides
@@ -15,6 +17,7 @@
 mod build;
 mod cursor;
 mod distribution;
+mod finger;
 mod plan;
 mod time;
 mod timeline;
@@ -23,6 +26,7 @@ pub(crate) use build::{BuiltTimeline, SharedBuild, build_timeline, drain_partiti
 pub(crate) use cursor::{Found, MergeCursor};
 pub use distribution::{DistributionSetting, JoinDistribution};
 pub(crate) use distribution::{KeyedRight, TemporalDistribution};
+pub(crate) use finger::{Fingers, NO_ROW};
 pub(crate) use plan::{left_preserving_properties, ordered_by};
 pub(crate) use time::{array_is_non_decreasing, tick_array};
 // Row-by-row forms, kept for the temporal joins that read times as options.

@@ -274,6 +274,15 @@ impl Timeline {
         })
     }
 
+    /// Group `g`'s rows and times in time order (its slice of the per-key
+    /// index, which this builds if needed: callers reserve it first).
+    #[inline]
+    pub(crate) fn group_slice(&self, g: u32) -> (&[u32], &[i64]) {
+        let ix = self.index();
+        let (a, b) = (ix.offsets[g as usize], ix.offsets[g as usize + 1]);
+        (&ix.rows[a..b], &ix.ts[a..b])
+    }
+
     /// The row of group `g` that a lookup at time `t` finds, by binary
     /// search in the per-key index: backward, the last row with time `<= t`
     /// (`< t` when `strict`); forward, the first with time `>= t` (`> t`).
