@@ -7,7 +7,7 @@
 //!   (implicit GROUP BY,   (logical.rs)       (planner.rs)           (exec.rs, stream.rs)
 //!    WHERE into the left)                                              │
 //!                                      crate::temporal ◀───────────────┘
-//!                                      (BuiltTimeline, one MergeCursor per offset)
+//!                                      (BuiltTimeline, Fingers per key and offset)
 //! ```
 //!
 //! Design: the operator *expands* (it emits one row per (left row,
@@ -16,12 +16,13 @@
 //! where its rule applies. This keeps every aggregate, GROUP BY expression,
 //! HAVING and ORDER BY that DataFusion supports working over the pairs, at
 //! the cost of materialising the pairs batch by batch (about `batch_size`
-//! pairs per output batch, so memory stays bounded). The lookups are the
-//! ASOF JOIN's engine: the right side is a [`Timeline`](crate::temporal)
-//! built once and shared by the partitions; each left partition keeps one
-//! [`MergeCursor`](crate::temporal) per (right table, offset), all driven
-//! by the same single pass over the left input, and falls back to the
-//! per-key index for left batches that are not time-ordered.
+//! pairs per output batch, so memory stays bounded; only the columns read
+//! above, through an embedded projection). The lookups are the ASOF JOIN's
+//! engine: the right side is a [`Timeline`](crate::temporal) built once
+//! and shared by the partitions; each left partition keeps a galloping
+//! finger per (right table, key group, offset) in its per-key index, which
+//! on time-ordered input moves a few rows per lookup and answers any left
+//! order.
 //!
 //! Semantics and decisions (see README "HORIZON JOIN"):
 //! - the match is QuestDB's ASOF: the latest right row with equal keys
