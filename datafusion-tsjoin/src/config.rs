@@ -91,6 +91,10 @@ config_namespace! {
         /// columns are a large share of the scan's bytes (see
         /// `late_materialize`).
         pub late_materialize: bool, default = true
+        /// A HORIZON JOIN grouped by `h.offset` alone aggregates inside
+        /// the operator, per offset, instead of emitting every pair
+        /// (`horizon_fold`).
+        pub horizon_fold: bool, default = true
         /// This session's query priority: `high`, `normal`, `low` or an
         /// integer (higher runs first). While a query of higher priority
         /// runs, lower ones pause at batch boundaries (see `priority`).

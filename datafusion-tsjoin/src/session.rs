@@ -90,6 +90,8 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             .position(|r| r.name() == "CombinePartialFinalAggregate")
             .map_or(rules.len(), |i| i + 1);
         rules.insert(at, Arc::new(InlineAggregateRule));
+        // Before the inline GROUP BY, which would take the same aggregate.
+        rules.insert(at, Arc::new(crate::horizon_join::HorizonFoldRule));
         // Right after JoinSelection picks build sides, before anything is
         // placed for distribution.
         let at = rules

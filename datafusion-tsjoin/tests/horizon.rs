@@ -68,8 +68,9 @@ async fn explain_shows_keys_offsets_and_path() {
         "HorizonJoinExec: rights=[[on=[(sym@1, sym@1)], ts=ts@0]]",
         "offsets=RANGE FROM 0s TO 1m STEP 30s AS h (3 offsets)",
         "path=finger search x3 (per key and offset, right order",
-        // Only the columns the aggregate reads leave the join.
-        "projection=[price@2, mid@5, offset@6]",
+        // Only the columns the aggregate reads leave the join, and the
+        // aggregate grouped by the offset alone is folded into it.
+        "projection=[price@2, mid@5, offset@6], fold=[avg(p.mid - t.price)] by offset (partial)",
     ] {
         assert!(text.contains(part), "missing {part} in\n{text}");
     }
@@ -150,4 +151,41 @@ async fn over_the_memory_limit_is_a_clear_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("Resources exhausted"), "{err}");
+}
+
+/// Grouped by `h.offset` alone, the aggregates are folded into the join
+/// (partial states on several partitions, values on one) with the same
+/// answers as over the pairs; `tsjoin.horizon_fold = false` keeps the
+/// pairs; any other grouping keeps them too.
+#[tokio::test]
+async fn offset_aggregates_fold_into_the_join() {
+    let folded = "SELECT h.offset, count(*), avg(p.mid - t.price), min(p.mid), max(t.price), \
+                  sum(p.mid), approx_percentile(p.mid, 0.5) FROM t HORIZON JOIN p ON (sym) \
+                  LIST (-1m, 0, 30s, 1m) AS h ORDER BY h.offset";
+    let by_sym = "SELECT t.sym, h.offset, avg(p.mid) FROM t HORIZON JOIN p ON (sym) \
+                  LIST (0, 30s) AS h ORDER BY t.sym, h.offset";
+    for partitions in [1, 3] {
+        let ctx = context(partitions);
+        tables(&ctx).await;
+        let text = explained_plan(&ctx, folded).await;
+        let mode = if partitions == 1 { "single" } else { "partial" };
+        assert!(
+            text.contains(&format!("by offset ({mode})")),
+            "not folded:\n{text}"
+        );
+        let on = query_rows(&ctx, folded).await;
+        assert!(!explained_plan(&ctx, by_sym).await.contains("fold="));
+        ctx.sql("SET tsjoin.horizon_fold = false").await.unwrap();
+        assert!(!explained_plan(&ctx, folded).await.contains("fold="));
+        assert_eq!(
+            query_rows(&ctx, folded).await,
+            on,
+            "{partitions} partitions"
+        );
+        assert_eq!(on.len(), 4);
+        // -1m: A (10 at 00:01) sees 00:00's 1, B (20 at 00:02) nothing yet;
+        // 0: A still 1, B 3.
+        assert_eq!(on[0][1..4], ["2", "-9", "1"]);
+        assert_eq!(on[1][1..4], ["2", "-13", "1"]);
+    }
 }

@@ -1,5 +1,6 @@
 //! [`HorizonJoinExec`]: the physical HORIZON JOIN operator.
 
+use super::fold::OffsetFold;
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
 use super::stream::{OutputColumns, SharedState, StreamArgs, horizon_join_stream};
@@ -10,7 +11,9 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err, project_schema};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::projection::ProjectionMapping;
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::execution_plan::InvariantLevel;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{
     EmbeddedProjection, ProjectionExec, try_embed_projection,
@@ -61,7 +64,11 @@ pub struct HorizonJoinExec {
     join_schema: SchemaRef,
     /// The columns emitted, as indices into `join_schema`; `None`: all.
     projection: Option<Arc<[usize]>>,
-    /// `join_schema` under `projection`.
+    /// Aggregates folded per offset (see [`OffsetFold`]): the operator then
+    /// emits their rows instead of the pairs.
+    fold: Option<Arc<OffsetFold>>,
+    /// What the operator emits: `join_schema` under `projection`, or the
+    /// fold's rows.
     schema: SchemaRef,
     /// The mode, hash keys (partitioned: the left ones, and each right
     /// table's) and the built right sides: one slot when broadcast, one
@@ -127,6 +134,7 @@ impl HorizonJoinExec {
             offsets,
             join_schema: Arc::clone(&schema),
             projection: None,
+            fold: None,
             schema,
             distribution: TemporalDistribution::broadcast(|_| Arc::default()),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -143,8 +151,13 @@ impl HorizonJoinExec {
     /// let exec = exec.with_projection(Some(vec![1, 4]))?;
     /// ```
     pub fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
+        if self.fold.is_some() {
+            return plan_err!(
+                "HorizonJoinExec: a folding join emits no pairs to project"
+            );
+        }
         let Some(projection) = projection else {
-            return self.rebuilt(self.projection.clone(), self.distribution());
+            return self.rebuilt(self.projection.clone(), None);
         };
         let width = self.schema.fields().len();
         if let Some(bad) = projection.iter().find(|&&i| i >= width) {
@@ -157,7 +170,7 @@ impl HorizonJoinExec {
             Some(current) => projection.iter().map(|&i| current[i]).collect(),
             None => projection.into(),
         };
-        self.rebuilt(Some(combined), self.distribution())
+        self.rebuilt(Some(combined), None)
     }
 
     /// The embedded projection: indices into the join's full output (left
@@ -166,12 +179,78 @@ impl HorizonJoinExec {
         self.projection.as_deref()
     }
 
-    /// A fresh operator over the same inputs and spec (no state carried)
-    /// with `projection` and `distribution`.
+    /// The aggregates folded per offset, if any.
+    pub fn fold(&self) -> Option<&Arc<OffsetFold>> {
+        self.fold.as_ref()
+    }
+
+    /// Where `offset` is among the pairs' columns (after the projection);
+    /// `None` when projected away.
+    pub fn offset_column(&self) -> Option<usize> {
+        let offset = self.join_schema.fields().len() - 2;
+        match &self.projection {
+            Some(p) => p.iter().position(|&i| i == offset),
+            None => Some(offset),
+        }
+    }
+
+    /// The operator aggregating its pairs per offset with `fold` (whose
+    /// `pairs` schema must be this operator's output, up to names) instead
+    /// of emitting them; `None` emits the pairs.
+    ///
+    /// ```ignore
+    /// let exec = exec.with_fold(Some(Arc::new(fold)))?;
+    /// ```
+    pub fn with_fold(&self, fold: Option<Arc<OffsetFold>>) -> Result<Self> {
+        if let Some(f) = &fold {
+            let (ours, theirs) = (self.pair_schema(), &f.pairs);
+            let same = ours.fields().len() == theirs.fields().len()
+                && ours
+                    .fields()
+                    .iter()
+                    .zip(theirs.fields())
+                    .all(|(a, b)| a.data_type() == b.data_type());
+            if !same || self.offset_column() != Some(f.key) {
+                return plan_err!(
+                    "HorizonJoinExec: the fold's pairs do not match the join's output"
+                );
+            }
+        }
+        self.rebuilt(self.projection.clone(), fold)
+    }
+
+    /// The pairs' schema: `join_schema` under `projection`.
+    fn pair_schema(&self) -> SchemaRef {
+        match &self.fold {
+            Some(f) => Arc::clone(&f.pairs),
+            None => Arc::clone(&self.schema),
+        }
+    }
+
+    /// Applies `fold` to the schema and the plan properties: one row per
+    /// offset and partition, at the end.
+    fn folded(mut self, fold: Option<Arc<OffsetFold>>) -> Result<Self> {
+        let Some(fold) = fold else {
+            return Ok(self);
+        };
+        let partitions = self.cache.output_partitioning().partition_count();
+        self.schema = Arc::clone(&fold.schema);
+        self.cache = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&fold.schema)),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        self.fold = Some(fold);
+        Ok(self)
+    }
+
+    /// A fresh operator over the same inputs, spec and distribution (no
+    /// state carried) with `projection` and `fold`.
     fn rebuilt(
         &self,
         projection: Option<Arc<[usize]>>,
-        distribution: JoinDistribution,
+        fold: Option<Arc<OffsetFold>>,
     ) -> Result<Self> {
         Self::try_new(
             Arc::clone(&self.left),
@@ -179,8 +258,9 @@ impl HorizonJoinExec {
             Arc::clone(&self.spec),
             self.alias.clone(),
         )?
-        .with_distribution(distribution)?
-        .projected(projection)
+        .with_distribution(self.distribution())?
+        .projected(projection)?
+        .folded(fold)
     }
 
     /// Applies `projection` (indices into the full output) to the schema
@@ -236,8 +316,9 @@ impl HorizonJoinExec {
         self.cache =
             Arc::new(self.distribution.properties(&self.left, &self.join_schema));
         let projection = self.projection.take();
+        let fold = self.fold.take();
         self.schema = Arc::clone(&self.join_schema);
-        self.projected(projection)
+        self.projected(projection)?.folded(fold)
     }
 
     /// The mode this operator runs in.
@@ -303,13 +384,25 @@ impl DisplayAs for HorizonJoinExec {
             self.alias,
             self.offsets.len()
         );
-        let projection = self.projection.as_ref().map(|p| {
+        let mut projection = self.projection.as_ref().map(|p| {
             let names: Vec<String> = p
                 .iter()
                 .map(|&i| format!("{}@{i}", self.join_schema.field(i).name()))
                 .collect();
             format!("projection=[{}]", names.join(", "))
         });
+        if let Some(f) = &self.fold {
+            let names: Vec<&str> = f.aggr.iter().map(|a| a.name()).collect();
+            let fold = format!(
+                "fold=[{}] by offset ({})",
+                names.join(", "),
+                if f.partial { "partial" } else { "single" }
+            );
+            projection = Some(match projection {
+                Some(p) => format!("{p}, {fold}"),
+                None => fold,
+            });
+        }
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(
@@ -357,7 +450,7 @@ impl ExecutionPlan for HorizonJoinExec {
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
-        let mut v = vec![true];
+        let mut v = vec![self.fold.is_none()];
         v.extend(self.rights.iter().map(|_| false));
         v
     }
@@ -397,14 +490,15 @@ impl ExecutionPlan for HorizonJoinExec {
                 self.alias.clone(),
             )?
             .with_distribution(self.distribution())?
-            .projected(self.projection.clone())?,
+            .projected(self.projection.clone())?
+            .folded(self.fold.clone())?,
         ))
     }
 
     /// A new instance whose timelines are built again on the next execution.
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(Arc::new(
-            self.rebuilt(self.projection.clone(), self.distribution())?,
+            self.rebuilt(self.projection.clone(), self.fold.clone())?,
         ))
     }
 
@@ -414,6 +508,9 @@ impl ExecutionPlan for HorizonJoinExec {
         &self,
         projection: &ProjectionExec,
     ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        if self.fold.is_some() {
+            return Ok(None);
+        }
         try_embed_projection(projection, self)
     }
 
@@ -439,6 +536,7 @@ impl ExecutionPlan for HorizonJoinExec {
                 self.rights.iter().map(|r| r.schema().fields().len()),
                 self.projection.as_deref(),
             ),
+            fold: self.fold.clone(),
             shared: Arc::clone(shared),
             metrics: HorizonJoinMetrics::new(&self.metrics, partition),
             context,

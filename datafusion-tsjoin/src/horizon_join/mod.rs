@@ -12,8 +12,11 @@
 //!
 //! Design: the operator *expands* (it emits one row per (left row,
 //! offset), with `offset` and `timestamp` columns) and leaves aggregation
-//! to the plan above: DataFusion's aggregate, or tsjoin's inline GROUP BY
-//! where its rule applies. This keeps every aggregate, GROUP BY expression,
+//! to the plan above, except for the markout shape, grouped by `h.offset`
+//! alone, whose aggregates it folds per offset itself ([`OffsetFold`],
+//! placed by [`HorizonFoldRule`]). Elsewhere the plan above is
+//! DataFusion's aggregate, or tsjoin's inline GROUP BY where its rule
+//! applies. This keeps every aggregate, GROUP BY expression,
 //! HAVING and ORDER BY that DataFusion supports working over the pairs, at
 //! the cost of materialising the pairs batch by batch (about `batch_size`
 //! pairs per output batch, so memory stays bounded; only the columns read
@@ -37,6 +40,7 @@
 //! - at most [`MAX_HORIZON_OFFSETS`] offsets.
 
 mod exec;
+mod fold;
 mod logical;
 mod metrics;
 mod planner;
@@ -45,6 +49,7 @@ mod spec;
 mod stream;
 
 pub use exec::HorizonJoinExec;
+pub use fold::{HorizonFoldRule, OffsetFold};
 pub use logical::{
     HorizonJoinClause, HorizonJoinNode, HorizonRight, OFFSET_COLUMN, TIMESTAMP_COLUMN,
 };

@@ -3,6 +3,7 @@
 //! [`crate::codec::HORIZON_JOIN_TAG`].
 
 use super::exec::HorizonJoinExec;
+use super::fold::OffsetFold;
 use super::logical::HorizonJoinNode;
 use super::spec::{HorizonJoinSpec, HorizonOffsets, HorizonRightSpec};
 use crate::temporal::JoinDistribution;
@@ -10,13 +11,20 @@ use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{LogicalPlan, UserDefinedLogicalNodeCore};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::aggregates::{
+    AggregateExec, AggregateMode, PhysicalGroupBy,
+};
+use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::logical_plan::from_proto::parse_expr;
 use datafusion_proto::logical_plan::to_proto::serialize_expr;
+use datafusion_proto::physical_plan::AsExecutionPlan;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
+use datafusion_proto::protobuf::PhysicalPlanNode;
 use datafusion_proto::protobuf::{LogicalExprNode, PhysicalExprNode};
 use prost::Message;
 use std::sync::Arc;
@@ -75,6 +83,11 @@ struct HorizonExecProto {
     projection: Vec<u32>,
     #[prost(bool, tag = "8")]
     projected: bool,
+    /// The folded aggregates (see [`OffsetFold`]), as datafusion-proto's
+    /// encoding of the aggregate the fold replaced, over an `EmptyExec`
+    /// of the pairs' schema; empty without a fold.
+    #[prost(bytes = "vec", tag = "9")]
+    fold: Vec<u8>,
 }
 
 fn err(what: &str) -> DataFusionError {
@@ -193,6 +206,10 @@ pub(crate) fn encode_exec(
             .map(|&i| i as u32)
             .collect(),
         projected: exec.projection().is_some(),
+        fold: match exec.fold() {
+            Some(f) => encode_fold(f, codec)?,
+            None => vec![],
+        },
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -265,6 +282,63 @@ pub(crate) fn decode_exec(
         .with_projection(
             msg.projected
                 .then(|| msg.projection.iter().map(|&i| i as usize).collect()),
-        )?,
+        )?
+        .with_fold(if msg.fold.is_empty() {
+            None
+        } else {
+            Some(Arc::new(decode_fold(&msg.fold, ctx, codec)?))
+        })?,
     ))
+}
+
+/// The aggregate an [`OffsetFold`] replaced, over an `EmptyExec` of its
+/// pairs, in datafusion-proto's encoding (so every aggregate function
+/// DataFusion can encode travels).
+fn encode_fold(fold: &OffsetFold, codec: &dyn PhysicalExtensionCodec) -> Result<Vec<u8>> {
+    let pairs = Arc::clone(&fold.pairs);
+    let offset = fold.key;
+    let key: Arc<dyn PhysicalExpr> =
+        Arc::new(Column::new(pairs.field(offset).name(), offset));
+    let group_by =
+        PhysicalGroupBy::new_single(vec![(key, fold.schema.field(0).name().clone())]);
+    let mode = if fold.partial {
+        AggregateMode::Partial
+    } else {
+        AggregateMode::Single
+    };
+    let agg = AggregateExec::try_new(
+        mode,
+        group_by,
+        fold.aggr.clone(),
+        vec![None; fold.aggr.len()],
+        Arc::new(EmptyExec::new(Arc::clone(&pairs))),
+        pairs,
+    )?;
+    let node = PhysicalPlanNode::try_from_physical_plan(Arc::new(agg), codec)?;
+    Ok(node.encode_to_vec())
+}
+
+/// Decodes [`encode_fold`]'s bytes.
+fn decode_fold(
+    bytes: &[u8],
+    ctx: &TaskContext,
+    codec: &dyn PhysicalExtensionCodec,
+) -> Result<OffsetFold> {
+    let node = PhysicalPlanNode::decode(bytes).map_err(|_| err("fold"))?;
+    let plan = node.try_into_physical_plan(ctx, codec)?;
+    let agg = plan
+        .downcast_ref::<AggregateExec>()
+        .ok_or_else(|| err("fold"))?;
+    let key = agg
+        .group_expr()
+        .expr()
+        .first()
+        .and_then(|(e, _)| e.downcast_ref::<Column>());
+    Ok(OffsetFold {
+        key: key.ok_or_else(|| err("fold"))?.index(),
+        aggr: agg.aggr_expr().to_vec(),
+        partial: *agg.mode() == AggregateMode::Partial,
+        pairs: agg.input().schema(),
+        schema: agg.schema(),
+    })
 }

@@ -3,6 +3,7 @@
 //! offset) pairs as they come, matching each right table by a finger search
 //! per (key group, offset) in its per-key index ([`Fingers`]).
 
+use super::fold::OffsetFold;
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
 use crate::temporal::{BuiltTimeline, Fingers, NO_ROW, SharedBuild, key_arrays, ticks};
@@ -13,9 +14,10 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::{DataFusionError, Result, internal_err};
+use datafusion::common::{DataFusionError, Result, ScalarValue, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::logical_expr::Accumulator;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
@@ -34,8 +36,10 @@ pub(super) struct StreamArgs {
     /// Offsets in left ticks.
     pub offsets: Arc<Vec<i64>>,
     pub schema: SchemaRef,
-    /// What each output column is.
+    /// What each output column is (of the pairs, when folding).
     pub columns: OutputColumns,
+    /// Aggregates folded per offset: the stream emits their rows.
+    pub fold: Option<Arc<OffsetFold>>,
     pub shared: Arc<SharedState>,
     pub metrics: HorizonJoinMetrics,
     pub context: Arc<TaskContext>,
@@ -77,6 +81,7 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
         offsets,
         schema,
         columns,
+        fold,
         shared,
         metrics,
         context,
@@ -90,11 +95,24 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
         let mut joiner = Joiner::try_new(
             built, spec, offsets, out_schema, columns, metrics, &context,
         )?;
-        Ok::<_, DataFusionError>(
-            left.map(move |b| joiner.join(b?))
+        Ok::<_, DataFusionError>(match fold {
+            None => left
+                .map(move |b| joiner.join(b?))
                 .map_ok(|v| stream::iter(v.into_iter().map(Ok)))
-                .try_flatten(),
-        )
+                .try_flatten()
+                .boxed(),
+            Some(fold) => stream::once(async move {
+                let mut folding = Folding::try_new(fold, joiner.offsets.len())?;
+                let mut left = left;
+                while let Some(batch) = left.next().await {
+                    joiner.fold(&batch?, &mut folding)?;
+                }
+                folding.finish(&joiner.offsets)
+            })
+            .map_ok(|b| stream::iter(b.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed(),
+        })
     })
     .try_flatten()
     .inspect_ok(move |b| output.record_output(b.num_rows()));
@@ -142,6 +160,56 @@ impl OutputColumns {
             None => all.into(),
         };
         Self { sources }
+    }
+}
+
+/// Per offset, one accumulator per folded aggregate (see [`OffsetFold`]).
+struct Folding {
+    fold: Arc<OffsetFold>,
+    accumulators: Vec<Vec<Box<dyn Accumulator>>>,
+    /// Whether any left row came (no row: no group, as an aggregate).
+    seen: bool,
+}
+
+impl Folding {
+    fn try_new(fold: Arc<OffsetFold>, offsets: usize) -> Result<Self> {
+        let accumulators = (0..offsets)
+            .map(|_| fold.aggr.iter().map(|a| a.create_accumulator()).collect())
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            fold,
+            accumulators,
+            seen: false,
+        })
+    }
+
+    /// The fold's rows: per offset, its states (partial) or values.
+    fn finish(mut self, offsets: &[i64]) -> Result<Option<RecordBatch>> {
+        if !self.seen {
+            return Ok(None);
+        }
+        let mut columns: Vec<ArrayRef> =
+            vec![Arc::new(Int64Array::from(offsets.to_vec()))];
+        for a in 0..self.fold.aggr.len() {
+            let mut per_offset: Vec<Vec<ScalarValue>> = vec![];
+            for accs in &mut self.accumulators {
+                per_offset.push(if self.fold.partial {
+                    accs[a].state()?
+                } else {
+                    vec![accs[a].evaluate()?]
+                });
+            }
+            let width = per_offset.first().map_or(0, Vec::len);
+            for c in 0..width {
+                columns.push(ScalarValue::iter_to_array(
+                    per_offset.iter().map(|s| s[c].clone()),
+                )?);
+            }
+        }
+        Ok(Some(RecordBatch::try_new(
+            Arc::clone(&self.fold.schema),
+            columns,
+        )?))
     }
 }
 
@@ -214,6 +282,98 @@ impl Joiner {
             .elapsed_compute()
             .add_duration(elapsed);
         Ok(out)
+    }
+
+    /// Folds one left batch's pairs into the per-offset accumulators,
+    /// offset by offset: the left columns as they are, the right ones
+    /// gathered for that offset.
+    fn fold(&mut self, left: &RecordBatch, folding: &mut Folding) -> Result<()> {
+        let start = Instant::now();
+        let n = left.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        folding.seen = true;
+        let k = self.offsets.len();
+        self.metrics.input_rows.add(n);
+        let spec = Arc::clone(&self.spec);
+        let ts_array = spec.left_ts.evaluate(left)?.into_array(n)?;
+        let lt = ticks(&ts_array, 1)?;
+        let sources = Arc::clone(&self.columns.sources);
+        let mut right_rows: Vec<Option<Vec<u32>>> = vec![None; self.built.len()];
+        for (j, rows) in right_rows.iter_mut().enumerate() {
+            if sources
+                .iter()
+                .any(|s| matches!(s, Source::Right(t, _) if *t == j))
+            {
+                *rows = Some(self.match_right(j, left, &lt)?);
+            }
+        }
+        let pairs = Arc::clone(&folding.fold.pairs);
+        for (ki, &o) in self.offsets.iter().enumerate() {
+            // Offset `ki`'s right rows, with a validity bitmap.
+            let gathered: Vec<Option<UInt32Array>> = right_rows
+                .iter()
+                .map(|rows| {
+                    rows.as_ref().map(|rows| {
+                        let valid = BooleanBuffer::collect_bool(n, |i| {
+                            rows[i * k + ki] != NO_ROW
+                        });
+                        let values: Vec<u32> = (0..n)
+                            .map(|i| match rows[i * k + ki] {
+                                NO_ROW => 0,
+                                r => r,
+                            })
+                            .collect();
+                        UInt32Array::new(values.into(), Some(NullBuffer::new(valid)))
+                    })
+                })
+                .collect();
+            let mut columns: Vec<ArrayRef> = Vec::with_capacity(sources.len());
+            for source in sources.iter() {
+                columns.push(match *source {
+                    Source::Left(i) => Arc::clone(left.column(i)),
+                    Source::Right(j, i) => {
+                        let (tl, Some(rows)) = (&self.built[j].timeline, &gathered[j])
+                        else {
+                            return internal_err!(
+                                "HorizonJoinExec: right {j} not matched"
+                            );
+                        };
+                        let c = tl.batch.column(i);
+                        if tl.batch.num_rows() == 0 || rows.null_count() == n {
+                            new_null_array(c.data_type(), n)
+                        } else {
+                            take(c.as_ref(), rows, None)?
+                        }
+                    }
+                    Source::Offset => Arc::new(Int64Array::from_value(o, n)),
+                    Source::Timestamp => {
+                        let at: Int64Array =
+                            lt.iter().map(|t| t.map(|t| t.saturating_add(o))).collect();
+                        cast(&at, ts_array.data_type())?
+                    }
+                });
+            }
+            let options = RecordBatchOptions::new().with_row_count(Some(n));
+            let batch =
+                RecordBatch::try_new_with_options(Arc::clone(&pairs), columns, &options)?;
+            for (a, acc) in folding.fold.aggr.iter().zip(&mut folding.accumulators[ki]) {
+                let args = a
+                    .expressions()
+                    .iter()
+                    .map(|e| e.evaluate(&batch)?.into_array(n))
+                    .collect::<Result<Vec<_>>>()?;
+                acc.update_batch(&args)?;
+            }
+        }
+        let elapsed = start.elapsed();
+        self.metrics.join_time.add_duration(elapsed);
+        self.metrics
+            .baseline
+            .elapsed_compute()
+            .add_duration(elapsed);
+        Ok(())
     }
 
     fn join_chunk(&mut self, left: &RecordBatch) -> Result<RecordBatch> {
