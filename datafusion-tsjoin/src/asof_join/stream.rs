@@ -7,7 +7,7 @@ use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use crate::temporal::{
     BuiltTimeline, Found, MergeCursor, SharedBuild, array_is_non_decreasing, key_arrays,
-    tick_array,
+    record_join_time, tick_array,
 };
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, UInt32Array,
@@ -107,12 +107,7 @@ impl Joiner {
     fn join(&mut self, left: RecordBatch) -> Result<RecordBatch> {
         let start = Instant::now();
         let out = self.join_batch(left);
-        let elapsed = start.elapsed();
-        self.metrics.join_time.add_duration(elapsed);
-        self.metrics
-            .baseline
-            .elapsed_compute()
-            .add_duration(elapsed);
+        record_join_time(&self.metrics.join_time, &self.metrics.baseline, start);
         out
     }
 

@@ -6,14 +6,16 @@
 use super::fold::OffsetFold;
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
-use crate::temporal::{BuiltTimeline, Fingers, NO_ROW, SharedBuild, key_arrays, ticks};
+use crate::temporal::{
+    BuiltTimeline, Fingers, NO_ROW, SharedBuild, key_arrays, record_join_time, ticks,
+};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions, UInt32Array,
     new_null_array,
 };
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::{cast, take};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{DataFusionError, Result, ScalarValue, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
@@ -161,6 +163,23 @@ impl OutputColumns {
         };
         Self { sources }
     }
+
+    /// Whether a column of right table `j` is emitted.
+    fn reads_right(&self, j: usize) -> bool {
+        self.sources
+            .iter()
+            .any(|s| matches!(s, Source::Right(t, _) if *t == j))
+    }
+}
+
+/// Take indices for `rows` (right rows, [`NO_ROW`] where none): NULL at
+/// each [`NO_ROW`], with row 0 under the NULL so that every `take` kernel
+/// stays in bounds (not all of them skip null indices).
+fn indices(mut rows: Vec<u32>) -> UInt32Array {
+    let valid = BooleanBuffer::collect_bool(rows.len(), |i| rows[i] != NO_ROW);
+    rows.iter_mut()
+        .for_each(|r| *r = if *r == NO_ROW { 0 } else { *r });
+    UInt32Array::new(rows.into(), Some(NullBuffer::new(valid)))
 }
 
 /// Per offset, one accumulator per folded aggregate (see [`OffsetFold`]).
@@ -275,12 +294,7 @@ impl Joiner {
             out.push(self.join_chunk(&left.slice(at, len))?);
             at += len;
         }
-        let elapsed = start.elapsed();
-        self.metrics.join_time.add_duration(elapsed);
-        self.metrics
-            .baseline
-            .elapsed_compute()
-            .add_duration(elapsed);
+        record_join_time(&self.metrics.join_time, &self.metrics.baseline, start);
         Ok(out)
     }
 
@@ -295,69 +309,31 @@ impl Joiner {
         }
         folding.seen = true;
         let k = self.offsets.len();
-        self.metrics.input_rows.add(n);
-        let spec = Arc::clone(&self.spec);
-        let ts_array = spec.left_ts.evaluate(left)?.into_array(n)?;
-        let lt = ticks(&ts_array, 1)?;
-        let sources = Arc::clone(&self.columns.sources);
-        let mut right_rows: Vec<Option<Vec<u32>>> = vec![None; self.built.len()];
-        for (j, rows) in right_rows.iter_mut().enumerate() {
-            if sources
-                .iter()
-                .any(|s| matches!(s, Source::Right(t, _) if *t == j))
-            {
-                *rows = Some(self.match_right(j, left, &lt)?);
-            }
-        }
-        let pairs = Arc::clone(&folding.fold.pairs);
+        let (ts_array, lt) = self.left_times(left)?;
+        let right_rows = self.match_read_rights(left, &lt)?;
         for (ki, &o) in self.offsets.iter().enumerate() {
-            // Offset `ki`'s right rows, with a validity bitmap.
-            let gathered: Vec<Option<UInt32Array>> = right_rows
+            // Offset `ki`'s right rows: every k-th of the row-major pairs.
+            let right: Vec<Option<UInt32Array>> = right_rows
                 .iter()
                 .map(|rows| {
-                    rows.as_ref().map(|rows| {
-                        let valid = BooleanBuffer::collect_bool(n, |i| {
-                            rows[i * k + ki] != NO_ROW
-                        });
-                        let values: Vec<u32> = (0..n)
-                            .map(|i| match rows[i * k + ki] {
-                                NO_ROW => 0,
-                                r => r,
-                            })
-                            .collect();
-                        UInt32Array::new(values.into(), Some(NullBuffer::new(valid)))
-                    })
+                    rows.as_ref()
+                        .map(|rows| indices((0..n).map(|i| rows[i * k + ki]).collect()))
                 })
                 .collect();
-            let mut columns: Vec<ArrayRef> = Vec::with_capacity(sources.len());
-            for source in sources.iter() {
-                columns.push(match *source {
-                    Source::Left(i) => Arc::clone(left.column(i)),
-                    Source::Right(j, i) => {
-                        let (tl, Some(rows)) = (&self.built[j].timeline, &gathered[j])
-                        else {
-                            return internal_err!(
-                                "HorizonJoinExec: right {j} not matched"
-                            );
-                        };
-                        let c = tl.batch.column(i);
-                        if tl.batch.num_rows() == 0 || rows.null_count() == n {
-                            new_null_array(c.data_type(), n)
-                        } else {
-                            take(c.as_ref(), rows, None)?
-                        }
-                    }
-                    Source::Offset => Arc::new(Int64Array::from_value(o, n)),
-                    Source::Timestamp => {
-                        let at: Int64Array =
-                            lt.iter().map(|t| t.map(|t| t.saturating_add(o))).collect();
-                        cast(&at, ts_array.data_type())?
-                    }
-                });
-            }
+            let columns = self.columns(
+                n,
+                |i| Ok(Arc::clone(left.column(i))),
+                &right,
+                || Arc::new(Int64Array::from_value(o, n)),
+                || lt.iter().map(|t| t.map(|t| t.saturating_add(o))).collect(),
+                ts_array.data_type(),
+            )?;
             let options = RecordBatchOptions::new().with_row_count(Some(n));
-            let batch =
-                RecordBatch::try_new_with_options(Arc::clone(&pairs), columns, &options)?;
+            let batch = RecordBatch::try_new_with_options(
+                Arc::clone(&folding.fold.pairs),
+                columns,
+                &options,
+            )?;
             for (a, acc) in folding.fold.aggr.iter().zip(&mut folding.accumulators[ki]) {
                 let args = a
                     .expressions()
@@ -367,80 +343,103 @@ impl Joiner {
                 acc.update_batch(&args)?;
             }
         }
-        let elapsed = start.elapsed();
-        self.metrics.join_time.add_duration(elapsed);
-        self.metrics
-            .baseline
-            .elapsed_compute()
-            .add_duration(elapsed);
+        record_join_time(&self.metrics.join_time, &self.metrics.baseline, start);
         Ok(())
     }
 
     fn join_chunk(&mut self, left: &RecordBatch) -> Result<RecordBatch> {
-        let n = left.num_rows();
-        let k = self.offsets.len();
-        let pairs = n * k;
-        self.metrics.input_rows.add(n);
-        let spec = Arc::clone(&self.spec);
-        let ts_array = spec.left_ts.evaluate(left)?.into_array(n)?;
-        // Left ticks (the left unit).
-        let lt = ticks(&ts_array, 1)?;
-        let sources = Arc::clone(&self.columns.sources);
+        let pairs = left.num_rows() * self.offsets.len();
+        let (ts_array, lt) = self.left_times(left)?;
         let (left_rows, offset_column) = self.patterns(pairs);
-        // Each pair's row of right table `j`, when a column of it is
-        // emitted (a table nothing reads is not matched at all).
-        let mut right_rows: Vec<Option<UInt32Array>> = vec![None; self.built.len()];
-        for (j, rows) in right_rows.iter_mut().enumerate() {
-            if sources
-                .iter()
-                .any(|s| matches!(s, Source::Right(t, _) if *t == j))
-            {
-                let mut found = self.match_right(j, left, &lt)?;
-                let valid = BooleanBuffer::collect_bool(pairs, |i| found[i] != NO_ROW);
-                // Every index in bounds, even under a null (not every
-                // `take` kernel skips null indices).
-                found
-                    .iter_mut()
-                    .for_each(|r| *r = if *r == NO_ROW { 0 } else { *r });
-                *rows =
-                    Some(UInt32Array::new(found.into(), Some(NullBuffer::new(valid))));
-            }
-        }
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(sources.len());
-        for source in sources.iter() {
-            columns.push(match *source {
-                Source::Left(i) => take(left.column(i).as_ref(), &left_rows, None)?,
-                Source::Right(j, i) => {
-                    let (tl, Some(rows)) = (&self.built[j].timeline, &right_rows[j])
-                    else {
-                        return internal_err!("HorizonJoinExec: right {j} not matched");
-                    };
-                    let c = tl.batch.column(i);
-                    if tl.batch.num_rows() == 0 || rows.null_count() == pairs {
-                        new_null_array(c.data_type(), pairs)
-                    } else {
-                        take(c.as_ref(), rows, None)?
-                    }
-                }
-                Source::Offset => Arc::new(offset_column.clone()),
-                Source::Timestamp => {
-                    let offsets = &self.offsets;
-                    let at: Int64Array = lt
-                        .iter()
-                        .flat_map(|t| {
-                            offsets.iter().map(move |o| t.map(|t| t.saturating_add(*o)))
-                        })
-                        .collect();
-                    cast(&at, ts_array.data_type())?
-                }
-            });
-        }
+        let right: Vec<Option<UInt32Array>> = self
+            .match_read_rights(left, &lt)?
+            .into_iter()
+            .map(|rows| rows.map(indices))
+            .collect();
+        let offsets = &self.offsets;
+        let columns = self.columns(
+            pairs,
+            |i| Ok(take(left.column(i).as_ref(), &left_rows, None)?),
+            &right,
+            || Arc::new(offset_column.clone()),
+            || {
+                lt.iter()
+                    .flat_map(|t| {
+                        offsets.iter().map(move |o| t.map(|t| t.saturating_add(*o)))
+                    })
+                    .collect()
+            },
+            ts_array.data_type(),
+        )?;
         let options = RecordBatchOptions::new().with_row_count(Some(pairs));
         Ok(RecordBatch::try_new_with_options(
             Arc::clone(&self.schema),
             columns,
             &options,
         )?)
+    }
+
+    /// A left batch's time array and its ticks (the left unit); counts
+    /// its rows as joined.
+    fn left_times(&self, left: &RecordBatch) -> Result<(ArrayRef, Vec<Option<i64>>)> {
+        let n = left.num_rows();
+        self.metrics.input_rows.add(n);
+        let ts_array = self.spec.left_ts.evaluate(left)?.into_array(n)?;
+        let lt = ticks(&ts_array, 1)?;
+        Ok((ts_array, lt))
+    }
+
+    /// Per right table, each pair's matching row ([`NO_ROW`] where none),
+    /// row-major, when a column of the table is emitted; a table nothing
+    /// reads is not matched at all.
+    fn match_read_rights(
+        &mut self,
+        left: &RecordBatch,
+        lt: &[Option<i64>],
+    ) -> Result<Vec<Option<Vec<u32>>>> {
+        (0..self.built.len())
+            .map(|j| {
+                if self.columns.reads_right(j) {
+                    self.match_right(j, left, lt).map(Some)
+                } else {
+                    Ok(None)
+                }
+            })
+            .collect()
+    }
+
+    /// The emitted columns of `len` pairs: left column `i` from `left`,
+    /// right table `j`'s gathered at `right[j]`, `offset` from `offset`,
+    /// `timestamp` as `times` (left ticks) cast to `ts_type`.
+    fn columns(
+        &self,
+        len: usize,
+        left: impl Fn(usize) -> Result<ArrayRef>,
+        right: &[Option<UInt32Array>],
+        offset: impl Fn() -> ArrayRef,
+        times: impl Fn() -> Int64Array,
+        ts_type: &DataType,
+    ) -> Result<Vec<ArrayRef>> {
+        self.columns
+            .sources
+            .iter()
+            .map(|source| match *source {
+                Source::Left(i) => left(i),
+                Source::Right(j, i) => {
+                    let (tl, Some(rows)) = (&self.built[j].timeline, &right[j]) else {
+                        return internal_err!("HorizonJoinExec: right {j} not matched");
+                    };
+                    let c = tl.batch.column(i);
+                    Ok(if tl.batch.num_rows() == 0 || rows.null_count() == len {
+                        new_null_array(c.data_type(), len)
+                    } else {
+                        take(c.as_ref(), rows, None)?
+                    })
+                }
+                Source::Offset => Ok(offset()),
+                Source::Timestamp => Ok(cast(&times(), ts_type)?),
+            })
+            .collect()
     }
 
     /// The first `pairs` entries of the left-row and offset patterns (see

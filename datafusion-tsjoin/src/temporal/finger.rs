@@ -6,62 +6,14 @@
 //! One merge cursor per offset would walk the whole right side `k` times.
 //! Instead each (key group, offset) keeps a *finger*: the position its last
 //! lookup reached in that group's time-ordered slice. The next lookup
-//! gallops from there (forward when left times grow, as they do on
-//! time-ordered input, backward otherwise), so a lookup costs O(log d) for
+//! searches outwards from there (the WINDOW JOIN's `search_near`: a
+//! branch-light look at the next few rows, then galloping forward, or
+//! backward when a left time went back), so a lookup costs O(log d) for
 //! a match `d` rows away, and on time-ordered input the fingers move only a
 //! few rows per lookup. Any left order is answered correctly.
 
 use super::timeline::Timeline;
-
-/// Number of rows of `ts` (sorted ascending) that are `<= t` (`< t` when
-/// `strict`): the partition point, found by galloping from `from` (any
-/// position in `0..=ts.len()`) in whichever direction it lies, then a
-/// binary search in the last gallop step.
-///
-/// ```ignore
-/// assert_eq!(gallop(&[1, 2, 2, 5], 0, 2, false), 3);
-/// assert_eq!(gallop(&[1, 2, 2, 5], 4, 2, true), 1);
-/// ```
-#[inline]
-pub(crate) fn gallop(ts: &[i64], from: usize, t: i64, strict: bool) -> usize {
-    let before = |x: i64| if strict { x < t } else { x <= t };
-    let from = from.min(ts.len());
-    if from < ts.len() && before(ts[from]) {
-        // Forward: `ts[lo]` is before `t`; find the first that is not.
-        let mut lo = from;
-        let mut step = 1;
-        let hi = loop {
-            let probe = lo + step;
-            if probe >= ts.len() {
-                break ts.len();
-            }
-            if !before(ts[probe]) {
-                break probe;
-            }
-            lo = probe;
-            step *= 2;
-        };
-        lo + 1 + ts[lo + 1..hi].partition_point(|&x| before(x))
-    } else if from > 0 && !before(ts[from - 1]) {
-        // Backward: `ts[hi - 1]` is not before `t`.
-        let mut hi = from - 1;
-        let mut step = 1;
-        let lo = loop {
-            if step > hi {
-                break 0;
-            }
-            let probe = hi - step;
-            if before(ts[probe]) {
-                break probe + 1;
-            }
-            hi = probe;
-            step *= 2;
-        };
-        lo + ts[lo..hi].partition_point(|&x| before(x))
-    } else {
-        from
-    }
-}
+use crate::window_join::search_near;
 
 /// What [`Fingers::lookup_offsets`] writes where no row qualifies.
 pub(crate) const NO_ROW: u32 = u32::MAX;
@@ -112,7 +64,7 @@ impl Fingers {
         let at = g as usize * self.offsets;
         let fingers = &mut self.pos[at..at + self.offsets];
         for ((finger, slot), t) in fingers.iter_mut().zip(out).zip(times) {
-            let p = gallop(ts, *finger as usize, t, false);
+            let p = search_near(ts, *finger as usize, |x| x <= t);
             *finger = p as u32;
             *slot = if p > 0 { rows[p - 1] } else { NO_ROW };
         }
@@ -125,8 +77,10 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
+    /// The finger search ([`search_near`] from the finger) finds the
+    /// partition point from every start, strict and not.
     #[test]
-    fn gallop_equals_the_partition_point_from_every_start() {
+    fn finger_search_equals_the_partition_point_from_every_start() {
         let mut rng = StdRng::seed_from_u64(7);
         for _ in 0..300 {
             let n = rng.random_range(0..40);
@@ -137,8 +91,9 @@ mod tests {
                     let want =
                         ts.partition_point(|&x| if strict { x < t } else { x <= t });
                     for from in 0..=n + 2 {
+                        let before = |x: i64| if strict { x < t } else { x <= t };
                         assert_eq!(
-                            gallop(&ts, from, t, strict),
+                            search_near(&ts, from, before),
                             want,
                             "ts={ts:?} t={t} strict={strict} from={from}"
                         );

@@ -18,6 +18,7 @@ mod build;
 mod cursor;
 mod distribution;
 mod finger;
+mod metrics;
 mod plan;
 mod time;
 mod timeline;
@@ -27,6 +28,7 @@ pub(crate) use cursor::{Found, MergeCursor};
 pub use distribution::{DistributionSetting, JoinDistribution};
 pub(crate) use distribution::{KeyedRight, TemporalDistribution};
 pub(crate) use finger::{Fingers, NO_ROW};
+pub(crate) use metrics::record_join_time;
 pub(crate) use plan::{left_preserving_properties, ordered_by};
 pub(crate) use time::{array_is_non_decreasing, tick_array};
 // Row-by-row forms, kept for the temporal joins that read times as options.

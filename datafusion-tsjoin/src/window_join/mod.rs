@@ -54,4 +54,5 @@ pub use spec::{
 pub(crate) use bounds::{constant_i64, timestamp_unit, unit_nanos};
 pub(crate) use key_index::KeyIndex;
 pub(crate) use logical::{Side, side_of};
+pub(crate) use search::search_near;
 pub(crate) use spec::{DEFAULT_MIN_MAX_TABLE_MIN, DEFAULT_SUM_PREFIX_MIN};
