@@ -189,3 +189,36 @@ async fn offset_aggregates_fold_into_the_join() {
         assert_eq!(on[1][1..4], ["2", "-13", "1"]);
     }
 }
+
+/// The folded accumulators' memory is reserved: over the pool, a clear
+/// error naming the fold (the pairs themselves stay small here).
+#[tokio::test]
+async fn folded_accumulators_are_reserved() {
+    let ctx = crate::support::limited_context_with(
+        2 * 1024 * 1024,
+        SessionConfig::new().with_target_partitions(1),
+    );
+    ctx.tsjoin_sql(
+        "CREATE TABLE big AS SELECT to_timestamp_micros(value) AS ts, value AS v \
+         FROM generate_series(1, 300000);
+         CREATE TABLE few AS SELECT to_timestamp_micros(value) AS ts, value AS w \
+         FROM generate_series(1, 10)",
+    )
+    .await
+    .unwrap();
+    let sql = "SELECT h.offset, array_agg(b.v) FROM big b HORIZON JOIN few f \
+               LIST (0, 1s) AS h";
+    assert!(explained_plan(&ctx, sql).await.contains("fold=["));
+    let err = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Resources exhausted") && err.contains("HorizonJoinExec[fold]"),
+        "{err}"
+    );
+}

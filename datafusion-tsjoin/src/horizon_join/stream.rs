@@ -104,7 +104,7 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
                 .try_flatten()
                 .boxed(),
             Some(fold) => stream::once(async move {
-                let mut folding = Folding::try_new(fold, joiner.offsets.len())?;
+                let mut folding = Folding::try_new(fold, joiner.offsets.len(), &context)?;
                 let mut left = left;
                 while let Some(batch) = left.next().await {
                     joiner.fold(&batch?, &mut folding)?;
@@ -188,18 +188,36 @@ struct Folding {
     accumulators: Vec<Vec<Box<dyn Accumulator>>>,
     /// Whether any left row came (no row: no group, as an aggregate).
     seen: bool,
+    /// The accumulators' memory (as `Accumulator::size` reports it).
+    reservation: MemoryReservation,
 }
 
 impl Folding {
-    fn try_new(fold: Arc<OffsetFold>, offsets: usize) -> Result<Self> {
+    fn try_new(
+        fold: Arc<OffsetFold>,
+        offsets: usize,
+        context: &TaskContext,
+    ) -> Result<Self> {
         let accumulators = (0..offsets)
             .map(|_| fold.aggr.iter().map(|a| a.create_accumulator()).collect())
             .collect::<Result<_>>()?;
-        Ok(Self {
+        let reservation =
+            MemoryConsumer::new("HorizonJoinExec[fold]").register(context.memory_pool());
+        let mut this = Self {
             fold,
             accumulators,
             seen: false,
-        })
+            reservation,
+        };
+        this.account()?;
+        Ok(this)
+    }
+
+    /// Resizes the reservation to what the accumulators hold now: a
+    /// `Resources exhausted` error when the pool has no room.
+    fn account(&mut self) -> Result<()> {
+        let bytes = self.accumulators.iter().flatten().map(|a| a.size()).sum();
+        self.reservation.try_resize(bytes)
     }
 
     /// The fold's rows: per offset, its states (partial) or values.
@@ -343,6 +361,7 @@ impl Joiner {
                 acc.update_batch(&args)?;
             }
         }
+        folding.account()?;
         record_join_time(&self.metrics.join_time, &self.metrics.baseline, start);
         Ok(())
     }
