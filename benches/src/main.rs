@@ -807,6 +807,23 @@ fn groupby_report(
 
 #[tokio::main]
 async fn main() {
+    // No transparent huge pages, as tsjoin-cli (see its
+    // `no_transparent_huge_pages`; `TSJOIN_THP=1` keeps them).
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("TSJOIN_THP").is_none_or(|v| v != "1") {
+        // SAFETY: `prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)` takes integers
+        // only and sets a flag of this process; on failure THP stays as it
+        // was.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_THP_DISABLE,
+                1 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            );
+        }
+    }
     // SAFETY: plain option setters and a reservation of address space, as
     // tsjoin-cli does (see there).
     unsafe {

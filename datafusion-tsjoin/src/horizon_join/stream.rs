@@ -6,6 +6,7 @@
 use super::fold::OffsetFold;
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
+use crate::kernels::KernelSet;
 use crate::temporal::{
     BuiltTimeline, Fingers, NO_ROW, SharedBuild, key_arrays, record_join_time, ticks,
 };
@@ -182,6 +183,17 @@ fn indices(mut rows: Vec<u32>) -> UInt32Array {
     UInt32Array::new(rows.into(), Some(NullBuffer::new(valid)))
 }
 
+/// `rows` without its null buffer when the buffer marks no null: the
+/// `take` kernels' faster path.
+fn without_empty_nulls(rows: UInt32Array) -> UInt32Array {
+    if rows.null_count() == 0 && rows.nulls().is_some() {
+        let (_, values, _) = rows.into_parts();
+        UInt32Array::new(values, None)
+    } else {
+        rows
+    }
+}
+
 /// Per offset, one accumulator per folded aggregate (see [`OffsetFold`]).
 struct Folding {
     fold: Arc<OffsetFold>,
@@ -287,7 +299,11 @@ impl Joiner {
             .map(|b| Fingers::bytes(b.timeline.groups, k))
             .sum();
         reservation.try_grow(bytes)?;
-        let fingers = built.iter().map(|b| Fingers::new(&b.timeline, k)).collect();
+        let kernels = KernelSet::detect();
+        let fingers = built
+            .iter()
+            .map(|b| Fingers::new(&b.timeline, k, kernels))
+            .collect();
         let batch_size = context.session_config().batch_size();
         Ok(Self {
             built,
@@ -326,16 +342,20 @@ impl Joiner {
             return Ok(());
         }
         folding.seen = true;
-        let k = self.offsets.len();
         let (ts_array, lt) = self.left_times(left)?;
-        let right_rows = self.match_read_rights(left, &lt)?;
+        // Offset-major: offset `ki`'s right rows are `rows[ki * n..][..n]`,
+        // taken as zero-copy slices of one buffer.
+        let right_rows: Vec<Option<UInt32Array>> = self
+            .match_read_rights(left, &lt, true)?
+            .into_iter()
+            .map(|rows| rows.map(indices))
+            .collect();
         for (ki, &o) in self.offsets.iter().enumerate() {
-            // Offset `ki`'s right rows: every k-th of the row-major pairs.
             let right: Vec<Option<UInt32Array>> = right_rows
                 .iter()
                 .map(|rows| {
                     rows.as_ref()
-                        .map(|rows| indices((0..n).map(|i| rows[i * k + ki]).collect()))
+                        .map(|rows| without_empty_nulls(rows.slice(ki * n, n)))
                 })
                 .collect();
             let columns = self.columns(
@@ -371,7 +391,7 @@ impl Joiner {
         let (ts_array, lt) = self.left_times(left)?;
         let (left_rows, offset_column) = self.patterns(pairs);
         let right: Vec<Option<UInt32Array>> = self
-            .match_read_rights(left, &lt)?
+            .match_read_rights(left, &lt, false)?
             .into_iter()
             .map(|rows| rows.map(indices))
             .collect();
@@ -409,17 +429,18 @@ impl Joiner {
     }
 
     /// Per right table, each pair's matching row ([`NO_ROW`] where none),
-    /// row-major, when a column of the table is emitted; a table nothing
-    /// reads is not matched at all.
+    /// row-major or `offset_major`, when a column of the table is emitted;
+    /// a table nothing reads is not matched at all.
     fn match_read_rights(
         &mut self,
         left: &RecordBatch,
         lt: &[Option<i64>],
+        offset_major: bool,
     ) -> Result<Vec<Option<Vec<u32>>>> {
         (0..self.built.len())
             .map(|j| {
                 if self.columns.reads_right(j) {
-                    self.match_right(j, left, lt).map(Some)
+                    self.match_right(j, left, lt, offset_major).map(Some)
                 } else {
                     Ok(None)
                 }
@@ -480,14 +501,17 @@ impl Joiner {
     }
 
     /// The matching row of right table `j` for every (left row, offset)
-    /// pair, row-major ([`NO_ROW`] where none): a finger search per (key group, offset) in the
-    /// table's per-key index (any left order; on time-ordered input each
-    /// finger moves a few rows per lookup).
+    /// pair ([`NO_ROW`] where none): a finger search per (key group,
+    /// offset) in the table's per-key index (any left order; on
+    /// time-ordered input each finger moves a few rows per lookup). Pair
+    /// (row `i`, offset `o`) is at `i * offsets + o` (row-major) or, when
+    /// `offset_major`, at `o * rows + i`.
     fn match_right(
         &mut self,
         j: usize,
         left: &RecordBatch,
         lt: &[Option<i64>],
+        offset_major: bool,
     ) -> Result<Vec<u32>> {
         let n = left.num_rows();
         let k = self.offsets.len();
@@ -506,7 +530,10 @@ impl Joiner {
         let mut rows = vec![NO_ROW; n * k];
         let fingers = &mut self.fingers[j];
         let offsets = &self.offsets;
-        for (i, out) in rows.chunks_exact_mut(k).enumerate() {
+        // Row `i`'s first slot and the distance between its offsets' slots.
+        let (first, stride) = if offset_major { (1, n) } else { (k, 1) };
+        let mut times = vec![0i64; k];
+        for i in 0..n {
             if let Some(a) = allowed
                 && !(a.is_valid(i) && a.value(i))
             {
@@ -515,10 +542,11 @@ impl Joiner {
             let (Some(t), Some(g)) = (lt[i], groups[i]) else {
                 continue;
             };
-            let times = offsets
-                .iter()
-                .map(|&o| t.saturating_add(o).saturating_mul(factor));
-            fingers.lookup_offsets(tl.group_slice(g), g, times, out);
+            for (time, &o) in times.iter_mut().zip(offsets.iter()) {
+                *time = t.saturating_add(o).saturating_mul(factor);
+            }
+            let out = &mut rows[i * first..];
+            fingers.lookup_offsets(tl.group_slice(g), g, &times, out, stride);
         }
         Ok(rows)
     }

@@ -78,6 +78,17 @@ impl KernelSet {
         if simd { Self::detect() } else { Self::scalar() }
     }
 
+    /// True only for the AVX2 set, which only [`KernelSet::detect`] makes
+    /// and only after detecting AVX2: a `true` here proves the CPU has it
+    /// (for code elsewhere compiled with `#[target_feature(enable = "avx2")]`).
+    pub(crate) fn is_avx2(self) -> bool {
+        match self.0 {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            Isa::Avx2 => true,
+            Isa::Scalar => false,
+        }
+    }
+
     /// Name as EXPLAIN shows it.
     pub fn name(self) -> &'static str {
         match self.0 {

