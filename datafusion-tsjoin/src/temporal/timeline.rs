@@ -5,10 +5,10 @@
 use super::time::{array_is_non_decreasing, tick_array};
 use crate::priority::{PhaseGate, ROWS_PER_PAUSE};
 use crate::window_join::KeyIndex;
-use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
-use datafusion::arrow::compute::{cast, concat_batches};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{cast, concat_batches, take};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::{Result, exec_err};
+use datafusion::common::{Result, exec_err, internal_err};
 use datafusion::physical_plan::PhysicalExpr;
 use std::sync::{Arc, OnceLock};
 
@@ -124,6 +124,81 @@ fn run_order(how: &TimelineBuild, batches: &[RecordBatch]) -> Result<Option<Vec<
     Ok(Some(runs.iter().map(|r| r.2).chain(untimed).collect()))
 }
 
+/// Rows each thread gets at least before [`intern_rows`] uses another.
+const ROWS_PER_INTERN_THREAD: usize = 1 << 20;
+
+/// Each of the `n` rows' key group in `index`, ids in order of first
+/// appearance, on `threads` threads (at least one). Each thread interns a contiguous
+/// share of the rows into an index of its own and notes the row where each
+/// of its groups first appears; those rows' keys are then interned into
+/// `index` share by share, in order, which hands out the ids a single pass
+/// over all rows would (a share's new keys in the order they first appear),
+/// and each share's ids are mapped to them. Pauses at `gate` every
+/// [`ROWS_PER_PAUSE`] rows.
+fn intern_rows(
+    index: &mut KeyIndex,
+    arrays: &[ArrayRef],
+    n: usize,
+    threads: usize,
+    gate: &PhaseGate,
+) -> Result<Vec<u32>> {
+    let share = n.div_ceil(threads.max(1)).max(1);
+    let threads = n.div_ceil(share).max(1);
+    let mut ids = vec![0u32; n];
+    let locals = (0..threads)
+        .map(|_| index.empty_like())
+        .collect::<Result<Vec<_>>>()?;
+    let firsts: Vec<Result<Vec<u32>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ids
+            .chunks_mut(share)
+            .zip(locals)
+            .enumerate()
+            .map(|(c, (out, mut local))| {
+                scope.spawn(move || {
+                    let start = c * share;
+                    let mut firsts: Vec<u32> = vec![];
+                    for from in (0..out.len()).step_by(ROWS_PER_PAUSE) {
+                        gate.check()?;
+                        let len = ROWS_PER_PAUSE.min(out.len() - from);
+                        let chunk: Vec<ArrayRef> =
+                            arrays.iter().map(|a| a.slice(start + from, len)).collect();
+                        let g = local.intern(&chunk)?;
+                        for (r, &id) in g.iter().enumerate() {
+                            // Ids are dense in order of first appearance.
+                            if id as usize == firsts.len() {
+                                firsts.push((start + from + r) as u32);
+                            }
+                        }
+                        out[from..from + len].copy_from_slice(&g);
+                    }
+                    Ok(firsts)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    internal_err!("interning right-side keys: a thread panicked")
+                })
+            })
+            .collect()
+    });
+    for (c, firsts) in firsts.into_iter().enumerate() {
+        let rows = UInt32Array::from(firsts?);
+        let keys = arrays
+            .iter()
+            .map(|a| take(a.as_ref(), &rows, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let global = index.intern(&keys)?;
+        let end = ((c + 1) * share).min(n);
+        for id in &mut ids[c * share..end] {
+            *id = global[*id as usize];
+        }
+    }
+    Ok(ids)
+}
+
 impl Timeline {
     /// Builds the timeline from the right input's batches.
     /// CPU work of a whole right side: run it on a blocking thread, where
@@ -155,14 +230,11 @@ impl Timeline {
             let types: Vec<DataType> =
                 arrays.iter().map(|a| a.data_type().clone()).collect();
             let mut index = KeyIndex::try_new(&types)?;
-            let mut g = Vec::with_capacity(n);
-            for start in (0..n).step_by(ROWS_PER_PAUSE) {
-                how.gate.check()?;
-                let len = ROWS_PER_PAUSE.min(n - start);
-                let chunk: Vec<ArrayRef> =
-                    arrays.iter().map(|a| a.slice(start, len)).collect();
-                g.extend(index.intern(&chunk)?);
-            }
+            let threads = std::thread::available_parallelism()
+                .map_or(1, |p| p.get())
+                .min(n / ROWS_PER_INTERN_THREAD)
+                .max(1);
+            let g = intern_rows(&mut index, &arrays, n, threads, how.gate)?;
             let groups = index.len().max(1);
             (Some(index), g, groups)
         };
@@ -341,6 +413,53 @@ mod tests {
             batches,
         )
         .unwrap()
+    }
+
+    /// Interning on several threads gives every row the id one thread
+    /// gives it (order of first appearance), for string keys with NULLs,
+    /// integer keys and two keys, over shares of every size.
+    #[test]
+    fn parallel_interning_equals_serial() {
+        use datafusion::arrow::array::StringArray;
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(3);
+        for case in 0..60 {
+            let n = rng.random_range(0..400);
+            let distinct = rng.random_range(1..30);
+            let strs: ArrayRef = Arc::new(StringArray::from(
+                (0..n)
+                    .map(|_| {
+                        let v = rng.random_range(0..=distinct);
+                        // Long strings too: not every key fits a view.
+                        (v != 0).then(|| format!("{}{v}", "s".repeat(v % 15)))
+                    })
+                    .collect::<Vec<_>>(),
+            ));
+            let ints: ArrayRef = Arc::new(Int64Array::from(
+                (0..n)
+                    .map(|_| rng.random_range(0..distinct) as i64)
+                    .collect::<Vec<_>>(),
+            ));
+            let arrays = match case % 3 {
+                0 => vec![strs],
+                1 => vec![ints],
+                _ => vec![strs, ints],
+            };
+            let types: Vec<DataType> =
+                arrays.iter().map(|a| a.data_type().clone()).collect();
+            let gate = PhaseGate::default();
+            let mut one = KeyIndex::try_new(&types).unwrap();
+            let want = intern_rows(&mut one, &arrays, n, 1, &gate).unwrap();
+            for threads in 2..6 {
+                let mut many = KeyIndex::try_new(&types).unwrap();
+                let got = intern_rows(&mut many, &arrays, n, threads, &gate).unwrap();
+                assert_eq!(got, want, "case {case}, {threads} threads");
+                assert_eq!(many.len(), one.len());
+                let found: Vec<Option<u32>> = want.iter().map(|&g| Some(g)).collect();
+                assert_eq!(many.lookup(&arrays).unwrap(), found);
+            }
+        }
     }
 
     #[test]
