@@ -31,12 +31,9 @@ mod tpch_cmd;
 mod tsbs_cmd;
 mod verify_cmd;
 
-// The same allocator and setting as tsjoin-cli, so the figures are the CLI's.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// `mi_option_purge_delay` in mimalloc.h (not named by the Rust bindings).
-const MI_OPTION_PURGE_DELAY: i32 = 15;
+// The same allocator and settings as tsjoin-cli, so the figures are the CLI's.
+#[path = "../../tsjoin-cli/src/allocator.rs"]
+mod allocator;
 
 use tsjoin_bench::runner::{
     DF_BUCKETED_Q1, DF_WINDOW_Q1, Measurement, QUERIES, SCAN, measure, session,
@@ -807,35 +804,7 @@ fn groupby_report(
 
 #[tokio::main]
 async fn main() {
-    // No transparent huge pages, as tsjoin-cli (see its
-    // `no_transparent_huge_pages`; `TSJOIN_THP=1` keeps them).
-    #[cfg(target_os = "linux")]
-    if std::env::var_os("TSJOIN_THP").is_none_or(|v| v != "1") {
-        // SAFETY: `prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)` takes integers
-        // only and sets a flag of this process; on failure THP stays as it
-        // was.
-        unsafe {
-            libc::prctl(
-                libc::PR_SET_THP_DISABLE,
-                1 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-                0 as libc::c_ulong,
-            );
-        }
-    }
-    // SAFETY: plain option setters and a reservation of address space, as
-    // tsjoin-cli does (see there).
-    unsafe {
-        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-        libmimalloc_sys::mi_reserve_os_memory_ex(
-            4 << 30,
-            false,
-            true,
-            false,
-            std::ptr::null_mut(),
-        );
-    }
+    allocator::tune_allocator();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate { data } => generate(&data.dir(), data.workload()),

@@ -4,7 +4,7 @@
 
 use crate::support::{
     assert_round_trips, case_count, cells, context, explained_plan, operator_line,
-    parquet_copies, query_rows,
+    parquet_copies, query_error, query_rows,
 };
 use datafusion::arrow::array::{Int64Array, RecordBatch, TimestampMicrosecondArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -310,12 +310,7 @@ async fn over_the_memory_limit_is_a_clear_error() {
     )
     .await
     .unwrap();
-    let err = ctx
-        .tsjoin_sql("SELECT count(b.v) FROM big a ASOF JOIN big b ON (k)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("Resources exhausted"), "{err}");
+    let err =
+        query_error(&ctx, "SELECT count(b.v) FROM big a ASOF JOIN big b ON (k)").await;
+    assert!(err.contains("Resources exhausted"), "{err}");
 }

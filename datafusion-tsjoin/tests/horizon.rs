@@ -4,7 +4,7 @@
 
 use crate::support::{
     assert_round_trips, case_count, cells, context, explained_plan, parquet_copies,
-    query_rows,
+    query_error, query_rows,
 };
 use datafusion::physical_plan::collect;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -140,17 +140,13 @@ async fn over_the_memory_limit_is_a_clear_error() {
     )
     .await
     .unwrap();
-    let err = ctx
-        .tsjoin_sql(
-            "SELECT h.offset, count(b.v) FROM big a HORIZON JOIN big b ON (k) \
-             LIST (0, 1s) AS h",
-        )
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("Resources exhausted"), "{err}");
+    let err = query_error(
+        &ctx,
+        "SELECT h.offset, count(b.v) FROM big a HORIZON JOIN big b ON (k) \
+         LIST (0, 1s) AS h",
+    )
+    .await;
+    assert!(err.contains("Resources exhausted"), "{err}");
 }
 
 /// Grouped by `h.offset` alone, the aggregates are folded into the join
@@ -209,14 +205,7 @@ async fn folded_accumulators_are_reserved() {
     let sql = "SELECT h.offset, array_agg(b.v) FROM big b HORIZON JOIN few f \
                LIST (0, 1s) AS h";
     assert!(explained_plan(&ctx, sql).await.contains("fold=["));
-    let err = ctx
-        .tsjoin_sql(sql)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = query_error(&ctx, sql).await;
     assert!(
         err.contains("Resources exhausted") && err.contains("HorizonJoinExec[fold]"),
         "{err}"

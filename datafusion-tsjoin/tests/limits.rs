@@ -34,14 +34,7 @@ const QUERY: &str = "SELECT t.ts, count(*), avg(p.v) FROM t WINDOW JOIN p ON p.k
 async fn over_budget_is_a_clear_error() {
     let ctx = crate::support::limited_context(256 * 1024, 2);
     big_tables(&ctx, 200_000).await;
-    let err = ctx
-        .tsjoin_sql(QUERY)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = crate::support::query_error(&ctx, QUERY).await;
     assert!(
         err.contains("Resources exhausted") && err.contains("WindowJoinExec"),
         "{err}"

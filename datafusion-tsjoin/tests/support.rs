@@ -130,6 +130,18 @@ pub async fn query_batches(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> 
     ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap()
 }
 
+/// The error `sql` fails with while it runs (panics if it plans wrong or
+/// runs to the end: tests call it with SQL that must fail mid-way).
+pub async fn query_error(ctx: &SessionContext, sql: &str) -> String {
+    ctx.tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
 /// Splits `rows` into `parts` contiguous partitions of random batches of 1 to
 /// `max_batch` rows (input order is the rows' order, partition after
 /// partition): batch and partition boundaries are a classic bug source.

@@ -175,16 +175,17 @@ impl OutputColumns {
 
 /// Take indices for `rows` (right rows, [`NO_ROW`] where none): NULL at
 /// each [`NO_ROW`], with row 0 under the NULL so that every `take` kernel
-/// stays in bounds (not all of them skip null indices).
+/// stays in bounds (not all of them skip null indices); no null buffer
+/// when every row matched (the `take` kernels' faster path).
 fn indices(mut rows: Vec<u32>) -> UInt32Array {
     let valid = BooleanBuffer::collect_bool(rows.len(), |i| rows[i] != NO_ROW);
     rows.iter_mut()
         .for_each(|r| *r = if *r == NO_ROW { 0 } else { *r });
-    UInt32Array::new(rows.into(), Some(NullBuffer::new(valid)))
+    without_empty_nulls(UInt32Array::new(rows.into(), Some(NullBuffer::new(valid))))
 }
 
-/// `rows` without its null buffer when the buffer marks no null: the
-/// `take` kernels' faster path.
+/// `rows` without its null buffer when the buffer marks no null (a slice
+/// of [`indices`] can have none where the whole has some).
 fn without_empty_nulls(rows: UInt32Array) -> UInt32Array {
     if rows.null_count() == 0 && rows.nulls().is_some() {
         let (_, values, _) = rows.into_parts();

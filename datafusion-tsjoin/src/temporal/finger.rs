@@ -6,9 +6,10 @@
 //! One merge cursor per offset would walk the whole right side `k` times.
 //! Instead each (key group, offset) keeps a *finger*: the position its last
 //! lookup reached in that group's time-ordered slice. The next lookup
-//! searches outwards from there (the WINDOW JOIN's `search_near`: a
-//! branch-light look at the next few rows, then galloping forward, or
-//! backward when a left time went back), so a lookup costs O(log d) for
+//! searches outwards from there (`finger_step`: the row before the finger
+//! and the next few rows in one well-predicted branch, compiled for AVX2
+//! where the CPU has it; else the WINDOW JOIN's `search_near`, galloping
+//! forward, or backward when a left time went back), so a lookup costs O(log d) for
 //! a match `d` rows away, and on time-ordered input the fingers move only a
 //! few rows per lookup. Any left order is answered correctly.
 
@@ -188,10 +189,9 @@ mod tests {
             let rows: Vec<u32> = (0..n as u32).map(|r| r * 3 + 1).collect();
             let k = rng.random_range(1..8);
             let start = rng.random_range(-10..110);
-            let times: Vec<i64> = (0..k as i64)
+            let mut times: Vec<i64> = (0..k as i64)
                 .map(|o| start + o * rng.random_range(0..9))
                 .collect();
-            let mut times = times;
             times.sort_unstable();
             let fingers: Vec<u32> =
                 (0..k).map(|_| rng.random_range(0..=n as u32 + 2)).collect();

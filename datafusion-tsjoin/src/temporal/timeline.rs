@@ -127,13 +127,15 @@ fn run_order(how: &TimelineBuild, batches: &[RecordBatch]) -> Result<Option<Vec<
 /// Rows each thread gets at least before [`intern_rows`] uses another.
 const ROWS_PER_INTERN_THREAD: usize = 1 << 20;
 
-/// Each of the `n` rows' key group in `index`, ids in order of first
-/// appearance, on `threads` threads (at least one). Each thread interns a contiguous
-/// share of the rows into an index of its own and notes the row where each
-/// of its groups first appears; those rows' keys are then interned into
-/// `index` share by share, in order, which hands out the ids a single pass
-/// over all rows would (a share's new keys in the order they first appear),
-/// and each share's ids are mapped to them. Pauses at `gate` every
+/// Each of the `n` rows' key group in `index` (empty on entry), ids in
+/// order of first appearance, on `threads` threads (at least one). The rows
+/// are cut into contiguous shares. The calling thread interns the first
+/// share straight into `index`; each other share is interned on a thread of
+/// its own into an index of its own, noting the row where each of its
+/// groups first appears. Those rows' keys are then interned into `index`
+/// share by share, in order, which hands out the ids a single pass over all
+/// rows would (a share's new keys in the order they first appear), and each
+/// share's ids are mapped to them. Pauses at `gate` every
 /// [`ROWS_PER_PAUSE`] rows.
 fn intern_rows(
     index: &mut KeyIndex,
@@ -143,60 +145,77 @@ fn intern_rows(
     gate: &PhaseGate,
 ) -> Result<Vec<u32>> {
     let share = n.div_ceil(threads.max(1)).max(1);
-    let threads = n.div_ceil(share).max(1);
     let mut ids = vec![0u32; n];
-    let locals = (0..threads)
+    let (first, rest) = ids.split_at_mut(share.min(n));
+    let locals = (0..rest.len().div_ceil(share))
         .map(|_| index.empty_like())
         .collect::<Result<Vec<_>>>()?;
     let firsts: Vec<Result<Vec<u32>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = ids
+        let handles: Vec<_> = rest
             .chunks_mut(share)
             .zip(locals)
             .enumerate()
             .map(|(c, (out, mut local))| {
-                scope.spawn(move || {
-                    let start = c * share;
-                    let mut firsts: Vec<u32> = vec![];
-                    for from in (0..out.len()).step_by(ROWS_PER_PAUSE) {
-                        gate.check()?;
-                        let len = ROWS_PER_PAUSE.min(out.len() - from);
-                        let chunk: Vec<ArrayRef> =
-                            arrays.iter().map(|a| a.slice(start + from, len)).collect();
-                        let g = local.intern(&chunk)?;
-                        for (r, &id) in g.iter().enumerate() {
-                            // Ids are dense in order of first appearance.
-                            if id as usize == firsts.len() {
-                                firsts.push((start + from + r) as u32);
-                            }
-                        }
-                        out[from..from + len].copy_from_slice(&g);
-                    }
-                    Ok(firsts)
-                })
+                let start = (c + 1) * share;
+                scope.spawn(move || intern_share(&mut local, arrays, start, out, gate))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
+        let own = intern_share(index, arrays, 0, first, gate).map(|_| vec![]);
+        std::iter::once(own)
+            .chain(handles.into_iter().map(|h| {
                 h.join().unwrap_or_else(|_| {
                     internal_err!("interning right-side keys: a thread panicked")
                 })
-            })
+            }))
             .collect()
     });
-    for (c, firsts) in firsts.into_iter().enumerate() {
+    let mut firsts = firsts.into_iter();
+    firsts.next().transpose()?;
+    for (c, firsts) in firsts.enumerate() {
         let rows = UInt32Array::from(firsts?);
         let keys = arrays
             .iter()
             .map(|a| take(a.as_ref(), &rows, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let global = index.intern(&keys)?;
-        let end = ((c + 1) * share).min(n);
-        for id in &mut ids[c * share..end] {
+        let start = (c + 1) * share;
+        for id in &mut ids[start..(start + share).min(n)] {
             *id = global[*id as usize];
         }
     }
     Ok(ids)
+}
+
+/// Interns rows `start..start + out.len()` into `index`, their ids into
+/// `out`; returns the rows where the ids new to `index` first appear, in id
+/// order.
+fn intern_share(
+    index: &mut KeyIndex,
+    arrays: &[ArrayRef],
+    start: usize,
+    out: &mut [u32],
+    gate: &PhaseGate,
+) -> Result<Vec<u32>> {
+    let known = index.len();
+    let mut firsts: Vec<u32> = vec![];
+    for from in (0..out.len()).step_by(ROWS_PER_PAUSE) {
+        gate.check()?;
+        let len = ROWS_PER_PAUSE.min(out.len() - from);
+        let chunk: Vec<ArrayRef> =
+            arrays.iter().map(|a| a.slice(start + from, len)).collect();
+        let before = index.len();
+        let g = index.intern(&chunk)?;
+        if index.len() > before {
+            // Ids are dense in order of first appearance.
+            for (r, &id) in g.iter().enumerate() {
+                if id as usize == known + firsts.len() {
+                    firsts.push((start + from + r) as u32);
+                }
+            }
+        }
+        out[from..from + len].copy_from_slice(&g);
+    }
+    Ok(firsts)
 }
 
 impl Timeline {
