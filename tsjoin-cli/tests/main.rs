@@ -327,3 +327,49 @@ fn ctrl_c_cancels_the_running_query() {
         "exited {latency:?} after Ctrl-C"
     );
 }
+
+/// The CLI turns the kernel's transparent huge pages off for itself (see
+/// `allocator.rs`), and `TSJOIN_THP=1` keeps them: read from the running
+/// shell's `/proc/<pid>/status` once it has answered a statement (so its
+/// start-up is over). Linux kernels that report `THP_enabled` only.
+#[cfg(target_os = "linux")]
+#[test]
+fn transparent_huge_pages_off_unless_asked() {
+    use std::io::{BufRead, BufReader};
+    let thp = |pid: u32| -> Option<String> {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:").map(|v| v.trim().to_string()))
+    };
+    if thp(std::process::id()).is_none() {
+        eprintln!("skipped: this kernel does not report THP_enabled");
+        return;
+    }
+    for (keep, want) in [(false, "0"), (true, "1")] {
+        let mut command = cli();
+        if keep {
+            command.env("TSJOIN_THP", "1");
+        } else {
+            command.env_remove("TSJOIN_THP");
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"SELECT 41 + 1 AS answer;\n").unwrap();
+        stdin.flush().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        assert!(
+            lines.any(|l| l.unwrap().contains("42")),
+            "the shell did not answer"
+        );
+        let got = thp(child.id());
+        drop(stdin);
+        child.wait().unwrap();
+        assert_eq!(got.as_deref(), Some(want), "TSJOIN_THP=1 set: {keep}");
+    }
+}
