@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::functions::PercentileSpec;
 use crate::inline_aggregate::{AggFn, InlineAgg, InlineAggregateExec};
 use crate::tail::{TailExec, TailNode, decode_range, encode_range};
 use crate::window_join::{
@@ -95,7 +96,8 @@ struct InlineAggregateProto {
     /// Output schema: keys, then one field per aggregate.
     #[prost(message, optional, tag = "2")]
     schema: Option<protobuf::Schema>,
-    /// Per aggregate: `count_star`, `count`, `sum`, `min`, `max` or `avg`.
+    /// Per aggregate: `count_star`, `count`, `sum`, `min`, `max`, `avg` or
+    /// `approx_percentile`.
     #[prost(string, repeated, tag = "3")]
     funs: Vec<String>,
     /// Per aggregate its argument (absent for `count(*)`, in `has_arg`).
@@ -113,6 +115,21 @@ struct InlineAggregateProto {
     /// made (whether the input qualifies is decided again on decoding).
     #[prost(bool, tag = "8")]
     no_dictionary_scan: bool,
+    /// The constants of each `approx_percentile` aggregate, in order.
+    #[prost(message, repeated, tag = "9")]
+    percentiles: Vec<PercentileProto>,
+}
+
+/// An inline `approx_percentile`'s constants (its histogram kind follows
+/// from its argument's type).
+#[derive(Clone, PartialEq, Message)]
+struct PercentileProto {
+    #[prost(double, repeated, tag = "1")]
+    ps: Vec<f64>,
+    #[prost(uint32, tag = "2")]
+    precision: u32,
+    #[prost(bool, tag = "3")]
+    list: bool,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -402,6 +419,16 @@ impl TsJoinPhysicalCodec {
                 .collect::<Result<_>>()?,
             has_arg: exec.aggs.iter().map(|a| a.arg.is_some()).collect(),
             no_dictionary_scan: !exec.dictionary_scan,
+            percentiles: exec
+                .aggs
+                .iter()
+                .filter_map(|a| a.percentile.as_ref())
+                .map(|p| PercentileProto {
+                    ps: p.ps.clone(),
+                    precision: p.layout.precision as u32,
+                    list: p.list,
+                })
+                .collect(),
             partitions: partitioning.partition_count() as u64,
             hashed: matches!(partitioning, Partitioning::Hash(..)),
         };
@@ -445,6 +472,7 @@ impl TsJoinPhysicalCodec {
             })
             .collect::<Result<Vec<_>>>()?;
         let mut args = msg.args.iter();
+        let mut percentiles = msg.percentiles.iter();
         let mut aggs = vec![];
         for ((fun, &has_arg), field) in msg
             .funs
@@ -464,10 +492,27 @@ impl TsJoinPhysicalCodec {
             } else {
                 None
             };
+            let percentile = match (fun, &arg) {
+                (AggFn::Percentile, Some(arg)) => {
+                    let p = percentiles
+                        .next()
+                        .filter(|p| p.precision <= 5)
+                        .ok_or_else(|| decode_err("percentile"))?;
+                    Some(Arc::new(PercentileSpec::new(
+                        p.precision as u8,
+                        &arg.data_type(&in_schema)?,
+                        p.ps.clone(),
+                        p.list,
+                    )))
+                }
+                (AggFn::Percentile, None) => return Err(decode_err("percentile")),
+                _ => None,
+            };
             aggs.push(InlineAgg {
                 fun,
                 arg,
                 field: Arc::clone(field),
+                percentile,
             });
         }
         let n = msg.partitions.max(1) as usize;

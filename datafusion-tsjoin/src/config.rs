@@ -49,9 +49,9 @@ config_namespace! {
         /// order; EXPLAIN: `path=streaming`). Off by default: on this
         /// machine it measured slower than the index path (benches/README.md).
         pub window_join_streaming: bool, default = false
-        /// Run grouped count/sum/min/max/avg on tsjoin's inline two-phase
-        /// aggregate (`InlineAggregateExec`) where it applies, instead of
-        /// DataFusion's hash aggregate.
+        /// Run grouped count/sum/min/max/avg and `approx_percentile` on
+        /// tsjoin's inline two-phase aggregate (`InlineAggregateExec`) where
+        /// it applies, instead of DataFusion's hash aggregate.
         pub inline_aggregate: bool, default = true
         /// Run every GROUP BY key list inline, never falling back. Off by
         /// default: single string and other `general` keys stay on

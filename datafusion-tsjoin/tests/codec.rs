@@ -261,14 +261,18 @@ async fn answer(plan: &Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> (String,
     (pretty_format_batches(&batches).unwrap().to_string(), rows)
 }
 
-/// The inline aggregate crosses the wire too: same plan line, same answer,
-/// and the same output partitioning (hash on the keys).
+/// The inline aggregate crosses the wire too (percentiles with their
+/// constants): same plan line, same answer, and the same output
+/// partitioning (hash on the keys).
 #[tokio::test]
 async fn inline_aggregate_round_trips_through_proto() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = context(2);
     parquet_tables(&ctx, dir.path()).await;
-    let sql = "SELECT sym, count(*), count(v), sum(i), min(v), max(i), avg(v) FROM p WHERE i > 1 GROUP BY sym ORDER BY sym";
+    let sql = "SELECT sym, count(*), count(v), sum(i), min(v), max(i), avg(v), \
+               approx_percentile(i, 0.9, 2), approx_median(v), \
+               approx_percentile(v, ARRAY[0.5, 0.99], 3) \
+               FROM p WHERE i > 1 GROUP BY sym ORDER BY sym";
     let ctx2 = context(2);
     parquet_tables(&ctx2, dir.path()).await;
     ctx2.tsjoin_sql("SET tsjoin.inline_aggregate_all_keys = true")

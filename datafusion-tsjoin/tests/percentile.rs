@@ -153,8 +153,14 @@ async fn matches_the_reference_at_any_partitioning() {
         ]));
         let batch =
             RecordBatch::try_new(schema.clone(), vec![Arc::new(keys), values]).unwrap();
-        for parts in 1..=4 {
+        // Inline GROUP BY (the default) and DataFusion's two-phase plan.
+        for (parts, inline) in (1..=4).flat_map(|p| [(p, true), (p, false)]) {
             let ctx = context(parts);
+            if !inline {
+                ctx.sql("SET tsjoin.inline_aggregate = false")
+                    .await
+                    .unwrap();
+            }
             let table = MemTable::try_new(schema.clone(), split(&mut rng, &batch, parts))
                 .unwrap();
             ctx.register_table("t", Arc::new(table)).unwrap();
@@ -176,7 +182,8 @@ async fn matches_the_reference_at_any_partitioning() {
                 .collect();
             assert_eq!(
                 got, want,
-                "case {case}: {sql} double={double} rows={rows} partitions={parts}"
+                "case {case}: {sql} double={double} rows={rows} partitions={parts} \
+                 inline={inline}"
             );
         }
     }
@@ -288,7 +295,8 @@ async fn array_form_gives_a_list_per_group() {
 
 /// When partial aggregation does not reduce the rows, DataFusion skips it and
 /// turns each row into a one-value state (`convert_to_state`): the answers
-/// must be those of the ordinary two-phase plan.
+/// must be those of the ordinary two-phase plan, and of the inline GROUP BY
+/// (which keeps the accumulators itself and merges them without states).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skipped_partial_aggregation_gives_the_same_answers() {
     let sql = "SELECT k, approx_percentile(v, 0.9, 2) AS i, \
@@ -297,20 +305,35 @@ async fn skipped_partial_aggregation_gives_the_same_answers() {
                             CASE WHEN value % 11 = 0 THEN NULL ELSE value END AS v \
                      FROM generate_series(1, 5000)) \
                GROUP BY k ORDER BY k";
-    let run = |skip: bool| async move {
+    // `inline`: tsjoin's GROUP BY (the default), else DataFusion's.
+    let run = |inline: bool, skip: bool| async move {
         let ctx = context(2);
+        let mut sets = vec![];
+        if !inline {
+            sets.push("SET tsjoin.inline_aggregate = false");
+        }
         if skip {
-            for set in [
+            sets.extend([
                 "SET datafusion.execution.skip_partial_aggregation_probe_rows_threshold = 1",
                 "SET datafusion.execution.skip_partial_aggregation_probe_ratio_threshold = 0.0",
-            ] {
-                ctx.sql(set).await.unwrap().collect().await.unwrap();
-            }
+            ]);
         }
+        for set in sets {
+            ctx.sql(set).await.unwrap().collect().await.unwrap();
+        }
+        let plan = ctx.tsjoin_sql(&format!("EXPLAIN {sql}")).await.unwrap();
+        let plan = crate::support::cells(&plan.collect().await.unwrap()).concat();
+        assert_eq!(
+            plan.iter().any(|c| c.contains("InlineAggregateExec")),
+            inline,
+            "{plan:?}"
+        );
         let batches = ctx.tsjoin_sql(sql).await.unwrap().collect().await.unwrap();
         crate::support::cells(&batches)
     };
-    let (plain, skipped) = (run(false).await, run(true).await);
+    let inline = run(true, false).await;
+    let (plain, skipped) = (run(false, false).await, run(false, true).await);
     assert_eq!(plain.len(), 7);
     assert_eq!(plain, skipped);
+    assert_eq!(plain, inline);
 }

@@ -11,3 +11,4 @@ pub use percentile::{
     ApproxPercentile, ConstantArrayPlanner, HDR_MEDIAN, percentile_udafs,
     rename_approx_median,
 };
+pub(crate) use percentile::{PercentileGroups, PercentileSpec, percentile_spec};

@@ -12,7 +12,7 @@
 //! keep the input type. For floats NaN is the largest value (arrow's order):
 //! `max` is NaN when any input is, `min` only when all are.
 
-use crate::functions::KnownAggregate;
+use crate::functions::{KnownAggregate, PercentileGroups, PercentileSpec};
 use datafusion::arrow::array::{
     Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray,
 };
@@ -23,7 +23,7 @@ use datafusion::arrow::datatypes::{
     DataType, FieldRef, Float64Type, Int64Type, UInt64Type,
 };
 use datafusion::common::{Result, internal_err};
-use datafusion::logical_expr::AggregateUDF;
+use datafusion::logical_expr::{AggregateUDF, GroupsAccumulator};
 use datafusion::physical_plan::PhysicalExpr;
 use std::sync::Arc;
 
@@ -42,6 +42,9 @@ pub enum AggFn {
     Max,
     /// `avg(x)`
     Avg,
+    /// `approx_percentile(x, p[, precision])` or `approx_median(x[,
+    /// precision])`, its constants in [`InlineAgg::percentile`].
+    Percentile,
 }
 
 impl AggFn {
@@ -54,6 +57,7 @@ impl AggFn {
             AggFn::Min => "min",
             AggFn::Max => "max",
             AggFn::Avg => "avg",
+            AggFn::Percentile => "approx_percentile",
         }
     }
 
@@ -66,6 +70,7 @@ impl AggFn {
             AggFn::Min,
             AggFn::Max,
             AggFn::Avg,
+            AggFn::Percentile,
         ]
         .into_iter()
         .find(|f| f.name() == name)
@@ -94,6 +99,8 @@ pub struct InlineAgg {
     pub arg: Option<Arc<dyn PhysicalExpr>>,
     /// Output field (name and type as DataFusion's aggregate gives them).
     pub field: FieldRef,
+    /// A percentile's constants (only with [`AggFn::Percentile`]).
+    pub(crate) percentile: Option<Arc<PercentileSpec>>,
 }
 
 /// Numeric domain a state is kept in.
@@ -136,6 +143,10 @@ pub fn supported(fun: AggFn, input: Option<&DataType>, output: &DataType) -> boo
         },
         (AggFn::Avg, Some(t)) => Domain::of(t).is_some() && output == &DataType::Float64,
         (AggFn::Min | AggFn::Max, Some(t)) => Domain::of(t).is_some() && output == t,
+        // The function coerced its argument to one of these.
+        (AggFn::Percentile, Some(t)) => {
+            matches!(t, DataType::Int64 | DataType::UInt64 | DataType::Float64)
+        }
         _ => false,
     }
 }
@@ -414,6 +425,8 @@ pub(crate) enum State {
     Int(Folded<i64>),
     UInt(Folded<u64>),
     Float(Folded<f64>),
+    /// Every group's histogram, in the function's own accumulator.
+    Percentile(Box<PercentileGroups>),
 }
 
 impl State {
@@ -422,6 +435,16 @@ impl State {
         let op = match agg.fun {
             AggFn::CountStar => return Ok(State::CountStar),
             AggFn::Count => return Ok(State::Count(None)),
+            AggFn::Percentile => {
+                let Some(spec) = &agg.percentile else {
+                    return internal_err!(
+                        "inline aggregate: percentile without constants"
+                    );
+                };
+                return Ok(State::Percentile(Box::new(PercentileGroups::new(
+                    Arc::clone(spec),
+                ))));
+            }
             AggFn::Avg => AggFn::Sum,
             f => f,
         };
@@ -477,6 +500,9 @@ impl State {
                 cast(arg.expect("argument"), &DataType::Float64)?.as_primitive(),
                 counts,
             ),
+            State::Percentile(h) => {
+                h.update(arg.expect("argument"), ids, None, counts.len())?
+            }
         }
         Ok(())
     }
@@ -491,7 +517,7 @@ impl State {
         to: &[u32],
         other_counts: &[u64],
         counts: &[u64],
-    ) {
+    ) -> Result<()> {
         fn valid_into(
             mine: &mut Option<Vec<u64>>,
             theirs: &Option<Vec<u64>>,
@@ -566,8 +592,12 @@ impl State {
             (State::Float(a), State::Float(b)) => {
                 fold(a, b, from, to, other_counts, counts)
             }
+            (State::Percentile(a), State::Percentile(b)) => {
+                return a.merge_groups(b, from, to, counts.len());
+            }
             _ => unreachable!("states of one aggregate have one kind"),
         }
+        Ok(())
     }
 
     /// The aggregate's values for groups `0..counts.len()`, typed as `agg`'s
@@ -608,6 +638,7 @@ impl State {
             State::Int(f) => folded(f, agg, counts),
             State::UInt(f) => folded(f, agg, counts),
             State::Float(f) => folded(f, agg, counts),
+            State::Percentile(mut h) => h.evaluate_groups(counts.len()),
         }
     }
 
@@ -625,6 +656,7 @@ impl State {
             State::Int(f) => reserve(f, groups),
             State::UInt(f) => reserve(f, groups),
             State::Float(f) => reserve(f, groups),
+            State::Percentile(h) => h.reserve(groups),
         }
     }
 
@@ -640,6 +672,7 @@ impl State {
             State::Int(f) => size(f),
             State::UInt(f) => size(f),
             State::Float(f) => size(f),
+            State::Percentile(h) => h.size(),
         }
     }
 }

@@ -5,6 +5,7 @@ use super::accumulate::{AggFn, InlineAgg, supported};
 use super::exec::InlineAggregateExec;
 use super::group_keys::KeyShape;
 use crate::config::TsJoinOptions;
+use crate::functions::percentile_spec;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
@@ -23,8 +24,9 @@ use std::sync::Arc;
 ///
 /// Applies when the aggregate has group keys (no grouping sets), no LIMIT
 /// pushed into it, no ordered (streaming) input, and only `count`, `sum`,
-/// `min`, `max`, `avg` over numeric arguments (`count` over any) without
-/// DISTINCT, FILTER or ORDER BY. Placed right after DataFusion's
+/// `min`, `max`, `avg` over numeric arguments (`count` over any) and
+/// `approx_percentile` / `approx_median` (QuestDB's), without DISTINCT,
+/// FILTER or ORDER BY. Placed right after DataFusion's
 /// `CombinePartialFinalAggregate` (see `session.rs`); off when
 /// `tsjoin.inline_aggregate = false`. By default single integer-like and
 /// dictionary keys are taken, and multi-column integer/string/dictionary
@@ -127,13 +129,27 @@ fn inline(
         if a.is_distinct() || !a.order_bys().is_empty() {
             return Ok(None);
         }
-        let Some(mut fun) = AggFn::of(a.fun()) else {
-            return Ok(None);
+        let exprs = a.expressions();
+        // A percentile's constants (a call that fails its checks stays with
+        // DataFusion's aggregate, which reports the error).
+        let percentile = match exprs.first() {
+            Some(x) => {
+                let value = x.data_type(&input_schema)?;
+                percentile_spec(a.fun(), &exprs, &value).and_then(Result::ok)
+            }
+            None => None,
         };
-        let mut arg = match a.expressions().as_slice() {
-            [] => None,
-            [x] => Some(Arc::clone(x)),
-            _ => return Ok(None),
+        let (mut fun, mut arg) = if percentile.is_some() {
+            (AggFn::Percentile, Some(Arc::clone(&exprs[0])))
+        } else {
+            let Some(fun) = AggFn::of(a.fun()) else {
+                return Ok(None);
+            };
+            match exprs.as_slice() {
+                [] => (fun, None),
+                [x] => (fun, Some(Arc::clone(x))),
+                _ => return Ok(None),
+            }
         };
         // `count(*)` arrives as `count(1)`.
         if fun == AggFn::Count
@@ -152,7 +168,12 @@ fn inline(
         if !supported(fun, input_type.as_ref(), field.data_type()) {
             return Ok(None);
         }
-        aggs.push(InlineAgg { fun, arg, field });
+        aggs.push(InlineAgg {
+            fun,
+            arg,
+            field,
+            percentile,
+        });
     }
     let exec = InlineAggregateExec::try_new(
         Arc::clone(input),

@@ -130,7 +130,7 @@ impl Table {
             self.counts[t as usize] += other.counts[f as usize];
         }
         for (state, theirs) in self.states.iter_mut().zip(&other.states) {
-            state.merge(theirs, from, &self.ids, &other.counts, &self.counts);
+            state.merge(theirs, from, &self.ids, &other.counts, &self.counts)?;
         }
         Ok(())
     }

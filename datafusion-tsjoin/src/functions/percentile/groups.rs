@@ -1,9 +1,14 @@
 //! The `GroupsAccumulator`: every group's histogram in one accumulator, in
 //! the compact [`Slots`] representation, with exact merges of partial
 //! states (so answers do not depend on partitioning or thread count).
+//!
+//! The inline GROUP BY keeps the same accumulator as its per-aggregate
+//! state ([`PercentileGroups::update`] with its dense `u32` group ids,
+//! [`PercentileGroups::merge_groups`] straight from another partition's
+//! accumulator, without encoding states).
 
 use super::histogram::{
-    ExpRange, Kind, NO_RANGE, Spec, decode_state, double_key, evaluate,
+    ExpRange, Kind, NO_RANGE, Spec, decode_state, double_key, evaluate, merge_range,
     negative_int_error,
 };
 use super::slots::Slots;
@@ -16,8 +21,28 @@ use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use std::mem::size_of;
 use std::sync::Arc;
 
+/// A group's index: `usize` from DataFusion's aggregate, `u32` from the
+/// inline GROUP BY.
+pub(crate) trait GroupIndex: Copy {
+    fn at(self) -> usize;
+}
+
+impl GroupIndex for usize {
+    #[inline(always)]
+    fn at(self) -> usize {
+        self
+    }
+}
+
+impl GroupIndex for u32 {
+    #[inline(always)]
+    fn at(self) -> usize {
+        self as usize
+    }
+}
+
 /// `approx_percentile` over many groups.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct PercentileGroups {
     spec: Arc<Spec>,
     groups: Vec<Slots>,
@@ -43,6 +68,12 @@ impl PercentileGroups {
         }
     }
 
+    /// Makes room for `groups` groups in all.
+    pub fn reserve(&mut self, groups: usize) {
+        self.groups
+            .reserve(groups.saturating_sub(self.groups.len()));
+    }
+
     fn resize(&mut self, total: usize) {
         if self.groups.len() < total {
             self.groups.resize_with(total, Slots::default);
@@ -56,14 +87,18 @@ impl PercentileGroups {
     /// that `keep` accepts: the hot loop, one tight scatter over the batch
     /// (the keys were computed before, in a loop of their own).
     #[inline]
-    fn scatter(&mut self, group_indices: &[usize], keep: impl Fn(usize) -> bool) {
+    fn scatter<G: GroupIndex>(
+        &mut self,
+        group_indices: &[G],
+        keep: impl Fn(usize) -> bool,
+    ) {
         let groups = &mut self.groups;
         let mut heap = 0isize;
         for (i, (&k, &g)) in self.keys.iter().zip(group_indices).enumerate() {
             if !keep(i) {
                 continue;
             }
-            let s = &mut groups[g];
+            let s = &mut groups[g.at()];
             if !s.add_fast(k) {
                 heap -= s.heap_size() as isize;
                 s.add_slow(k);
@@ -72,24 +107,17 @@ impl PercentileGroups {
         }
         self.heap = (self.heap as isize + heap) as usize;
     }
-}
 
-/// Row `i` counts: not NULL and not filtered out.
-#[inline]
-fn keep(values: &dyn Array, filter: Option<&BooleanArray>, i: usize) -> bool {
-    values.is_valid(i) && filter.is_none_or(|f| f.is_valid(i) && f.value(i))
-}
-
-impl GroupsAccumulator for PercentileGroups {
-    fn update_batch(
+    /// Records `values[i]` in group `group_indices[i]` for every row `i`
+    /// that is not NULL and that `opt_filter` keeps.
+    pub fn update<G: GroupIndex>(
         &mut self,
-        values: &[ArrayRef],
-        group_indices: &[usize],
+        values: &ArrayRef,
+        group_indices: &[G],
         opt_filter: Option<&BooleanArray>,
         total_num_groups: usize,
     ) -> Result<()> {
         self.resize(total_num_groups);
-        let values = &values[0];
         let all = values.null_count() == 0 && opt_filter.is_none();
         let layout = self.spec.layout;
         let mut keys = std::mem::take(&mut self.keys);
@@ -116,6 +144,7 @@ impl GroupsAccumulator for PercentileGroups {
                 // the order of values, so doubles stay one loop.
                 let a = values.as_primitive::<Float64Type>().values();
                 for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
+                    let g = g.at();
                     if v.is_finite() && (all || keep(values, opt_filter, i)) {
                         let k = double_key(&layout, v, &mut self.ranges[g])?;
                         let s = &mut self.groups[g];
@@ -138,6 +167,60 @@ impl GroupsAccumulator for PercentileGroups {
             self.scatter(group_indices, |i| keep(values, opt_filter, i));
         }
         Ok(())
+    }
+
+    /// Merges groups `from` of `other` (an accumulator of the same call)
+    /// into groups `to`, exactly: the counts add up.
+    pub fn merge_groups(
+        &mut self,
+        other: &Self,
+        from: &[u32],
+        to: &[u32],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.resize(total_num_groups);
+        for (&f, &t) in from.iter().zip(to) {
+            // A group `other` never saw a value of has no slots there.
+            let Some(theirs) = other.groups.get(f as usize) else {
+                continue;
+            };
+            let t = t as usize;
+            if self.spec.kind == Kind::Double {
+                let range = other.ranges[f as usize];
+                merge_range(&self.spec.layout, &mut self.ranges[t], range)?;
+            }
+            let s = &mut self.groups[t];
+            self.heap -= s.heap_size();
+            s.merge_slots(theirs);
+            self.heap += s.heap_size();
+        }
+        Ok(())
+    }
+
+    /// The answers of groups `0..groups` (a group never updated has none).
+    pub fn evaluate_groups(&mut self, groups: usize) -> Result<ArrayRef> {
+        self.resize(groups);
+        self.groups.truncate(groups);
+        self.ranges.truncate(groups);
+        self.evaluate(EmitTo::All)
+    }
+}
+
+/// Row `i` counts: not NULL and not filtered out.
+#[inline]
+fn keep(values: &dyn Array, filter: Option<&BooleanArray>, i: usize) -> bool {
+    values.is_valid(i) && filter.is_none_or(|f| f.is_valid(i) && f.value(i))
+}
+
+impl GroupsAccumulator for PercentileGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.update(&values[0], group_indices, opt_filter, total_num_groups)
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
@@ -279,5 +362,71 @@ impl GroupsAccumulator for PercentileGroups {
             + self.keys.capacity() * size_of::<u32>()
             + self.pairs.capacity() * size_of::<(u32, u64)>()
             + self.ranges.capacity() * size_of::<ExpRange>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::functions::percentile::layout::Layout;
+    use datafusion::arrow::array::{Float64Array, Int64Array};
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+
+    /// Values split over two accumulators, one merged into the other
+    /// (groups either side may be missing): every group's answers equal
+    /// one plain histogram's.
+    #[test]
+    fn merged_accumulators_answer_like_one_histogram() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for case in 0..60 {
+            let groups = [1usize, 5, 16, 17, 300][case % 5];
+            let double = case % 2 == 1;
+            let spec = Arc::new(Spec {
+                layout: Layout::new(rng.random_range(0..=3)),
+                kind: if double { Kind::Double } else { Kind::Int },
+                ps: vec![0.0, 0.5, 0.99, 1.0],
+                list: true,
+            });
+            let mut parts: Vec<PercentileGroups> = (0..2)
+                .map(|_| PercentileGroups::new(Arc::clone(&spec)))
+                .collect();
+            let mut want = vec![Slots::default(); groups];
+            let mut ranges = vec![NO_RANGE; groups];
+            for _ in 0..rng.random_range(1..20) {
+                let n = rng.random_range(0..2000);
+                let ids: Vec<u32> =
+                    (0..n).map(|_| rng.random_range(0..groups as u32)).collect();
+                let ints: Vec<i64> =
+                    (0..n).map(|_| rng.random_range(0..1_000_000)).collect();
+                let values: ArrayRef = if double {
+                    Arc::new(Float64Array::from_iter_values(
+                        ints.iter().map(|&v| v as f64 / 7.0),
+                    ))
+                } else {
+                    Arc::new(Int64Array::from(ints.clone()))
+                };
+                for (&g, &v) in ids.iter().zip(&ints) {
+                    let k = if double {
+                        double_key(&spec.layout, v as f64 / 7.0, &mut ranges[g as usize])
+                            .unwrap()
+                    } else {
+                        spec.layout.int_key(v as u64)
+                    };
+                    want[g as usize].add(k);
+                }
+                let part = &mut parts[rng.random_range(0..2)];
+                part.update(&values, &ids, None, groups).unwrap();
+            }
+            let [mut a, b] = <[_; 2]>::try_from(parts).unwrap();
+            let all: Vec<u32> = (0..groups as u32).collect();
+            a.merge_groups(&b, &all, &all, groups).unwrap();
+            let got = a.evaluate_groups(groups).unwrap();
+            let mut reference = PercentileGroups::new(Arc::clone(&spec));
+            reference.heap = want.iter().map(Slots::heap_size).sum();
+            reference.groups = want;
+            reference.ranges = ranges;
+            let expected = reference.evaluate_groups(groups).unwrap();
+            assert_eq!(&got, &expected, "case {case}: {groups} groups");
+        }
     }
 }

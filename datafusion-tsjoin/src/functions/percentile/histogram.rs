@@ -3,6 +3,7 @@
 
 use super::layout::{HIGHEST_ALLOWED_DOUBLE, Layout, count_at_percentile, java_double};
 use super::slots::Slots;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result, internal_err};
 
 /// Which HdrHistogram QuestDB uses for the input type.
@@ -25,6 +26,23 @@ pub(crate) struct Spec {
     pub ps: Vec<f64>,
     /// Whether the result is a list (the array form).
     pub list: bool,
+}
+
+impl Spec {
+    /// The call at `precision` (0..=5) over values read as `value` (the
+    /// integer histogram for integers, `DoubleHistogram` otherwise).
+    pub fn new(precision: u8, value: &DataType, ps: Vec<f64>, list: bool) -> Self {
+        let kind = match value {
+            DataType::Float64 => Kind::Double,
+            _ => Kind::Int,
+        };
+        Self {
+            layout: Layout::new(precision),
+            kind,
+            ps,
+            list,
+        }
+    }
 }
 
 /// The binary exponents of the positive doubles a group holds, as
@@ -144,6 +162,23 @@ pub(crate) fn merge_double_key(
     Ok(())
 }
 
+/// Widens `range` by another group's exponents `theirs` (a partition's
+/// histogram of the same group); the error a `DoubleHistogram` recording
+/// both groups' values would have raised.
+pub(crate) fn merge_range(
+    layout: &Layout,
+    range: &mut ExpRange,
+    theirs: ExpRange,
+) -> Result<()> {
+    for e in [theirs.0, theirs.1] {
+        if range_of(theirs).is_some() && (e < range.0 || e > range.1) {
+            // The lowest value of the exponent stands for the values.
+            widen(layout, 2f64.powi(e as i32), e, range)?;
+        }
+    }
+    Ok(())
+}
+
 /// Decodes a partial state into `pairs` (ascending keys), widening `range`
 /// for double input (QuestDB's error where the merged range is too wide).
 pub(crate) fn decode_state(
@@ -171,14 +206,11 @@ pub(crate) fn decode_state(
 /// The answers for one group: one per percentile of `spec`, `None` for a
 /// group without values.
 pub(crate) fn evaluate(spec: &Spec, slots: &mut Slots, out: &mut Vec<Option<f64>>) {
-    let mut n = 0u64;
+    let n = slots.total();
     let mut first_positive = None;
-    slots.walk(|k, c| {
-        n += c;
-        if k != 0 && first_positive.is_none() {
-            first_positive = Some(k);
-        }
-        true
+    slots.walk(|k, _| {
+        first_positive = (k != 0).then_some(k);
+        first_positive.is_none()
     });
     if n == 0 {
         out.extend(spec.ps.iter().map(|_| None));

@@ -45,9 +45,14 @@ pub(crate) mod slots;
 mod udaf;
 
 pub use array_literal::ConstantArrayPlanner;
+pub(crate) use groups::PercentileGroups;
+pub(crate) use histogram::Spec as PercentileSpec;
 pub use udaf::{ApproxPercentile, HDR_MEDIAN};
 
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result;
 use datafusion::logical_expr::AggregateUDF;
+use datafusion::physical_expr::PhysicalExpr;
 use sqlparser::ast::{Expr, ObjectNamePart, Statement, VisitMut, VisitorMut};
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -65,6 +70,19 @@ pub fn percentile_udafs() -> Vec<Arc<AggregateUDF>> {
         .into_iter()
         .map(|f| Arc::new(AggregateUDF::new_from_impl(f)))
         .collect()
+}
+
+/// The constants of `udf` called on `exprs` (the value first, read as
+/// `value`) when `udf` is `approx_percentile` or `approx_median_hdr`
+/// (identified by type); `None` for any other function. The inline GROUP
+/// BY keeps these calls' state itself.
+pub(crate) fn percentile_spec(
+    udf: &AggregateUDF,
+    exprs: &[Arc<dyn PhysicalExpr>],
+    value: &DataType,
+) -> Option<Result<Arc<PercentileSpec>>> {
+    let f = udf.inner().downcast_ref::<ApproxPercentile>()?;
+    Some(f.spec_of(value, exprs))
 }
 
 /// Makes `approx_median(...)` in `st` call QuestDB's median

@@ -20,6 +20,8 @@ use std::mem::size_of;
 /// the group has distinct keys, whichever is more, so that merging into
 /// many sorted pairs stays linear overall).
 const PENDING_LIMIT: usize = 1024;
+/// A group's buffer holds this many keys at first.
+const FIRST_PENDING: usize = 16;
 /// A dense array never spans more than this many times the keys in use,
 /// unless it spans fewer keys than the values it counts (or
 /// [`DENSE_FREE_SPAN`]).
@@ -89,6 +91,11 @@ impl Slots {
     pub fn add_slow(&mut self, key: u32) {
         if self.add_fast(key) {
             return;
+        }
+        if self.pending.capacity() == 0 {
+            // Past a group's first few values at once: at many groups each
+            // growth is a cache miss and a copy.
+            self.pending.reserve_exact(FIRST_PENDING);
         }
         self.pending.push(key);
         let limit = match &self.counts {
@@ -168,6 +175,73 @@ impl Slots {
         } else {
             self.absorb(pairs);
         }
+    }
+
+    /// Adds the counts of `other` (another partition's slots of the same
+    /// group): a copy when this group is empty.
+    pub fn merge_slots(&mut self, other: &Slots) {
+        if self.pending.is_empty() && matches!(self.counts, Counts::Empty) {
+            self.clone_from(other);
+            return;
+        }
+        if self.add_dense(&other.counts) {
+            for &k in &other.pending {
+                self.add(k);
+            }
+            return;
+        }
+        if !matches!(other.counts, Counts::Empty) {
+            let mut pairs = Vec::with_capacity(other.counted_len());
+            other.walk_counts(|k, c| {
+                pairs.push((k, c));
+                true
+            });
+            self.absorb(&pairs);
+        }
+        for &k in &other.pending {
+            self.add(k);
+        }
+    }
+
+    /// Dense counts into dense counts where one array spans the other: the
+    /// wider one adds the other in place. `false` (nothing added) otherwise.
+    fn add_dense(&mut self, theirs: &Counts) -> bool {
+        let (Counts::Dense { base, counts }, Counts::Dense { base: b, counts: c }) =
+            (&mut self.counts, theirs)
+        else {
+            return false;
+        };
+        // Where `inner` starts in `outer`, when `outer` spans it.
+        let offset = |outer: u32, outer_len: usize, inner: u32, inner_len: usize| {
+            let at = inner.checked_sub(outer)? as usize;
+            (at + inner_len <= outer_len).then_some(at)
+        };
+        if let Some(at) = offset(*base, counts.len(), *b, c.len()) {
+            counts[at..at + c.len()]
+                .iter_mut()
+                .zip(c.iter())
+                .for_each(|(x, y)| *x += y);
+        } else if let Some(at) = offset(*b, c.len(), *base, counts.len()) {
+            let mine = std::mem::replace(counts, c.clone());
+            counts[at..at + mine.len()]
+                .iter_mut()
+                .zip(mine.iter())
+                .for_each(|(x, y)| *x += y);
+            *base = *b;
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// The number of values counted and buffered.
+    pub fn total(&self) -> u64 {
+        self.pending.len() as u64
+            + match &self.counts {
+                Counts::Empty => 0,
+                Counts::Dense { counts, .. } => counts.iter().sum(),
+                Counts::Sorted(v) => v.iter().map(|p| p.1).sum(),
+            }
     }
 
     /// Adds `n` to `key`'s count.
@@ -453,6 +527,29 @@ mod tests {
         }
     }
 
+    /// Merging another partition's slots (of any representation, empty or
+    /// not) adds the counts.
+    #[test]
+    fn merged_slots_add_up() {
+        let mut rng = StdRng::seed_from_u64(11);
+        for case in 0..300 {
+            let mut pair = [Slots::default(), Slots::default()];
+            let mut want = BTreeMap::new();
+            for s in &mut pair {
+                let spread: u32 = [4, 600, 100_000][rng.random_range(0..3)];
+                for _ in 0..rng.random_range(0..[10, 3000][case % 2]) {
+                    let k = rng.random_range(0..spread);
+                    s.add(k);
+                    *want.entry(k).or_insert(0u64) += 1;
+                }
+            }
+            let [mut a, b] = pair;
+            a.merge_slots(&b);
+            let want: Vec<_> = want.into_iter().collect();
+            assert_eq!(a.entries(), want, "case {case}");
+        }
+    }
+
     #[test]
     fn a_busy_narrow_group_turns_dense() {
         let mut s = Slots::default();
@@ -482,7 +579,7 @@ mod tests {
             s.add(k);
         }
         assert!(matches!(s.counts, Counts::Empty));
-        assert!(s.heap_size() <= 16);
+        assert!(s.heap_size() <= FIRST_PENDING * size_of::<u32>());
         assert!(Slots::decode(&[0x80], |_, _| ()).is_none());
     }
 }

@@ -3,8 +3,7 @@
 
 use super::accumulator::PercentileAccumulator;
 use super::groups::PercentileGroups;
-use super::histogram::{Kind, Spec};
-use super::layout::Layout;
+use super::histogram::Spec;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue, plan_datafusion_err, plan_err};
@@ -62,25 +61,29 @@ impl ApproxPercentile {
     }
 
     fn spec(&self, args: &AccumulatorArgs) -> Result<Arc<Spec>> {
-        let kind = match args.expr_fields[0].data_type() {
-            DataType::Float64 => Kind::Double,
-            _ => Kind::Int,
-        };
+        self.spec_of(args.expr_fields[0].data_type(), args.exprs)
+    }
+
+    /// The constants of a call on `exprs` (the value first, read as
+    /// `value`), checked as at planning.
+    pub(crate) fn spec_of(
+        &self,
+        value: &DataType,
+        exprs: &[Arc<dyn PhysicalExpr>],
+    ) -> Result<Arc<Spec>> {
         let (ps, list) = if self.median {
             (vec![0.5], false)
         } else {
-            percentiles(&args.exprs[1])?
+            let Some(p) = exprs.get(1) else {
+                return plan_err!("approx_percentile needs a percentile");
+            };
+            percentiles(p)?
         };
-        let precision = match args.exprs.get(self.precision_at()) {
+        let precision = match exprs.get(self.precision_at()) {
             None => 1,
             Some(e) => precision(e)?,
         };
-        Ok(Arc::new(Spec {
-            layout: Layout::new(precision),
-            kind,
-            ps,
-            list,
-        }))
+        Ok(Arc::new(Spec::new(precision, value, ps, list)))
     }
 }
 
