@@ -7,13 +7,15 @@
 //! [`PercentileGroups::merge_groups`] straight from another partition's
 //! accumulator, without encoding states).
 
+use super::buffers::KeyBuffers;
 use super::histogram::{
-    ExpRange, Kind, NO_RANGE, Spec, decode_state, double_key, evaluate, merge_range,
-    negative_int_error,
+    ExpRange, Kind, NO_RANGE, Spec, decode_state, double_key, evaluate, evaluate_keys,
+    merge_range, negative_int_error,
 };
 use super::slots::Slots;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryBuilder, BooleanArray, Float64Builder, ListBuilder,
+    Array, ArrayRef, AsArray, BinaryBuilder, BooleanArray, Float64Array, Float64Builder,
+    ListBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt64Type};
 use datafusion::common::{Result, internal_err};
@@ -41,11 +43,27 @@ impl GroupIndex for u32 {
     }
 }
 
+/// Groups up to which a value goes straight to its group's [`Slots`]
+/// (where a busy group counts it in place). With more, while the groups
+/// have had fewer than [`BUSY`] values each on average, values wait in
+/// [`KeyBuffers`] and a group is counted when it has [`COUNT_AT`] of them
+/// or is answered: small groups are best kept as plain keys, busy ones as
+/// counts.
+const DIRECT_GROUPS: usize = 16;
+
+/// Values per group (on average) from which groups are busy.
+const BUSY: u64 = 64;
+
+/// Buffered keys a group counts at once.
+const COUNT_AT: usize = 1024;
+
 /// `approx_percentile` over many groups.
 #[derive(Debug, Clone)]
 pub(crate) struct PercentileGroups {
     spec: Arc<Spec>,
     groups: Vec<Slots>,
+    /// Keys not counted yet, with more than [`DIRECT_GROUPS`] groups.
+    buffers: KeyBuffers,
     /// Double input only: each group's exponent range.
     ranges: Vec<ExpRange>,
     /// Heap bytes of all groups' slots.
@@ -54,6 +72,10 @@ pub(crate) struct PercentileGroups {
     keys: Vec<u32>,
     /// One state's pairs (reused).
     pairs: Vec<(u32, u64)>,
+    /// One group's buffered keys (reused).
+    scratch: Vec<u32>,
+    /// Rows updated so far.
+    rows: u64,
 }
 
 impl PercentileGroups {
@@ -61,10 +83,13 @@ impl PercentileGroups {
         Self {
             spec,
             groups: vec![],
+            buffers: KeyBuffers::default(),
             ranges: vec![],
             heap: 0,
             keys: vec![],
             pairs: vec![],
+            scratch: vec![],
+            rows: 0,
         }
     }
 
@@ -77,6 +102,7 @@ impl PercentileGroups {
     fn resize(&mut self, total: usize) {
         if self.groups.len() < total {
             self.groups.resize_with(total, Slots::default);
+            self.buffers.resize(total);
             if self.spec.kind == Kind::Double {
                 self.ranges.resize(total, NO_RANGE);
             }
@@ -92,6 +118,16 @@ impl PercentileGroups {
         group_indices: &[G],
         keep: impl Fn(usize) -> bool,
     ) {
+        if self.buffering() {
+            let keys = std::mem::take(&mut self.keys);
+            for (i, (&k, &g)) in keys.iter().zip(group_indices).enumerate() {
+                if keep(i) {
+                    self.buffer(g.at(), k);
+                }
+            }
+            self.keys = keys;
+            return;
+        }
         let groups = &mut self.groups;
         let mut heap = 0isize;
         for (i, (&k, &g)) in self.keys.iter().zip(group_indices).enumerate() {
@@ -108,6 +144,89 @@ impl PercentileGroups {
         self.heap = (self.heap as isize + heap) as usize;
     }
 
+    /// Whether values go to the buffers (see [`DIRECT_GROUPS`]).
+    fn buffering(&self) -> bool {
+        let groups = self.groups.len();
+        groups > DIRECT_GROUPS && self.rows < groups as u64 * BUSY
+    }
+
+    /// Buffers `key` for group `g`, counting the group's buffer when full.
+    #[inline(always)]
+    fn buffer(&mut self, g: usize, key: u32) {
+        if self.buffers.push(g, key) >= COUNT_AT {
+            self.count_buffered(g);
+        }
+    }
+
+    /// Counts group `g`'s buffered keys.
+    #[cold]
+    #[inline(never)]
+    fn count_buffered(&mut self, g: usize) {
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        self.buffers.take(g, &mut keys);
+        let s = &mut self.groups[g];
+        self.heap -= s.heap_size();
+        s.add_keys(&mut keys);
+        self.heap += s.heap_size();
+        self.scratch = keys;
+    }
+
+    /// Moves group `g`'s buffered keys into its slots.
+    fn settle(&mut self, g: usize) {
+        if self.buffers.len(g) == 0 {
+            return;
+        }
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        self.buffers.take(g, &mut keys);
+        let s = &mut self.groups[g];
+        self.heap -= s.heap_size();
+        s.extend_buffer(&keys);
+        self.heap += s.heap_size();
+        self.scratch = keys;
+    }
+
+    /// Group `g`'s answers, appended to `out`; its buffered keys are used
+    /// up.
+    fn answer(&mut self, g: usize, out: &mut Vec<Option<f64>>) {
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        self.buffers.take(g, &mut keys);
+        let s = &mut self.groups[g];
+        if s.is_empty() {
+            // Only buffered keys (most groups, with many groups).
+            evaluate_keys(&self.spec, &mut keys, out);
+        } else {
+            self.heap -= s.heap_size();
+            s.extend_buffer(&keys);
+            evaluate(&self.spec, s, out);
+            self.heap += s.heap_size();
+        }
+        self.scratch = keys;
+    }
+
+    /// Groups `emit_to` takes, their slots settled.
+    fn take_groups(&mut self, emit_to: EmitTo) -> Vec<Slots> {
+        let n = match emit_to {
+            EmitTo::All => self.groups.len(),
+            EmitTo::First(n) => n.min(self.groups.len()),
+        };
+        (0..n).for_each(|g| self.settle(g));
+        self.forget(emit_to, n)
+    }
+
+    /// Takes the first `n` groups (as `emit_to` says), their buffers empty.
+    fn forget(&mut self, emit_to: EmitTo, n: usize) -> Vec<Slots> {
+        let groups = emit_to.take_needed(&mut self.groups);
+        if self.spec.kind == Kind::Double {
+            emit_to.take_needed(&mut self.ranges);
+        }
+        self.buffers.drop_first(n);
+        self.heap -= groups.iter().map(Slots::heap_size).sum::<usize>();
+        groups
+    }
+
     /// Records `values[i]` in group `group_indices[i]` for every row `i`
     /// that is not NULL and that `opt_filter` keeps.
     pub fn update<G: GroupIndex>(
@@ -118,6 +237,7 @@ impl PercentileGroups {
         total_num_groups: usize,
     ) -> Result<()> {
         self.resize(total_num_groups);
+        self.rows += group_indices.len() as u64;
         let all = values.null_count() == 0 && opt_filter.is_none();
         let layout = self.spec.layout;
         let mut keys = std::mem::take(&mut self.keys);
@@ -143,10 +263,15 @@ impl PercentileGroups {
                 // The exponent range is per group and its error depends on
                 // the order of values, so doubles stay one loop.
                 let a = values.as_primitive::<Float64Type>().values();
+                let buffered = self.buffering();
                 for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
                     let g = g.at();
                     if v.is_finite() && (all || keep(values, opt_filter, i)) {
                         let k = double_key(&layout, v, &mut self.ranges[g])?;
+                        if buffered {
+                            self.buffer(g, k);
+                            continue;
+                        }
                         let s = &mut self.groups[g];
                         if !s.add_fast(k) {
                             self.heap -= s.heap_size();
@@ -193,6 +318,9 @@ impl PercentileGroups {
             self.heap -= s.heap_size();
             s.merge_slots(theirs);
             self.heap += s.heap_size();
+            other.buffers.for_each_block(f as usize, |keys| {
+                keys.iter().for_each(|&k| self.buffer(t, k))
+            });
         }
         Ok(())
     }
@@ -224,30 +352,23 @@ impl GroupsAccumulator for PercentileGroups {
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let groups = emit_to.take_needed(&mut self.groups);
-        if self.spec.kind == Kind::Double {
-            emit_to.take_needed(&mut self.ranges);
-        }
-        self.heap -= groups.iter().map(Slots::heap_size).sum::<usize>();
-        let mut groups = groups;
-        let mut answers = Vec::with_capacity(self.spec.ps.len());
+        let n = match emit_to {
+            EmitTo::All => self.groups.len(),
+            EmitTo::First(n) => n.min(self.groups.len()),
+        };
+        let width = self.spec.ps.len();
+        let mut answers = Vec::with_capacity(n * width);
+        (0..n).for_each(|g| self.answer(g, &mut answers));
+        self.forget(emit_to, n);
         if !self.spec.list {
-            let mut b = Float64Builder::with_capacity(groups.len());
-            for s in &mut groups {
-                answers.clear();
-                evaluate(&self.spec, s, &mut answers);
-                b.append_option(answers[0]);
-            }
-            return Ok(Arc::new(b.finish()) as ArrayRef);
+            return Ok(Arc::new(Float64Array::from(answers)) as ArrayRef);
         }
-        let mut b = ListBuilder::with_capacity(Float64Builder::new(), groups.len());
-        for s in &mut groups {
-            answers.clear();
-            evaluate(&self.spec, s, &mut answers);
-            if answers.iter().any(Option::is_none) {
+        let mut b = ListBuilder::with_capacity(Float64Builder::new(), n);
+        for group in answers.chunks(width) {
+            if group.iter().any(Option::is_none) {
                 b.append_null();
             } else {
-                b.values().extend(answers.iter().copied());
+                b.values().extend(group.iter().copied());
                 b.append(true);
             }
         }
@@ -255,11 +376,7 @@ impl GroupsAccumulator for PercentileGroups {
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        let mut groups = emit_to.take_needed(&mut self.groups);
-        if self.spec.kind == Kind::Double {
-            emit_to.take_needed(&mut self.ranges);
-        }
-        self.heap -= groups.iter().map(Slots::heap_size).sum::<usize>();
+        let mut groups = self.take_groups(emit_to);
         let mut b = BinaryBuilder::with_capacity(groups.len(), groups.len() * 8);
         let mut buf = vec![];
         for s in &mut groups {
@@ -359,6 +476,8 @@ impl GroupsAccumulator for PercentileGroups {
     fn size(&self) -> usize {
         self.heap
             + self.groups.capacity() * size_of::<Slots>()
+            + self.buffers.memory_size()
+            + self.scratch.capacity() * size_of::<u32>()
             + self.keys.capacity() * size_of::<u32>()
             + self.pairs.capacity() * size_of::<(u32, u64)>()
             + self.ranges.capacity() * size_of::<ExpRange>()

@@ -206,6 +206,9 @@ pub(crate) fn decode_state(
 /// The answers for one group: one per percentile of `spec`, `None` for a
 /// group without values.
 pub(crate) fn evaluate(spec: &Spec, slots: &mut Slots, out: &mut Vec<Option<f64>>) {
+    if let Some(keys) = slots.only_buffered() {
+        return evaluate_keys(spec, keys, out);
+    }
     let n = slots.total();
     let mut first_positive = None;
     slots.walk(|k, _| {
@@ -216,16 +219,9 @@ pub(crate) fn evaluate(spec: &Spec, slots: &mut Slots, out: &mut Vec<Option<f64>
         out.extend(spec.ps.iter().map(|_| None));
         return;
     }
-    let layout = &spec.layout;
-    let e_min = first_positive.map_or(800, |k| layout.key_exponent(k));
+    let value = answer(spec, first_positive);
     // One walk for every percentile, in ascending order of target count.
-    let mut targets: Vec<(u64, usize)> = spec
-        .ps
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (count_at_percentile(p * 100.0, n), i))
-        .collect();
-    targets.sort_unstable();
+    let targets = targets(spec, n);
     let start = out.len();
     out.extend(spec.ps.iter().map(|_| None));
     let mut next = 0;
@@ -234,15 +230,62 @@ pub(crate) fn evaluate(spec: &Spec, slots: &mut Slots, out: &mut Vec<Option<f64>
         running += c;
         while next < targets.len() && running >= targets[next].0 {
             let i = targets[next].1;
-            let lowest = spec.ps[i] * 100.0 == 0.0;
-            out[start + i] = Some(match spec.kind {
-                Kind::Int => layout.int_value(k, lowest),
-                Kind::Double => layout.double_value(k, e_min, lowest),
-            });
+            out[start + i] = Some(value(k, i));
             next += 1;
         }
         next < targets.len()
     });
+}
+
+/// [`evaluate`] for a group that is a list of keys, one per value: each
+/// target rank is selected (`select_nth_unstable`, linear) instead of
+/// sorting the keys. At many groups most groups are such lists.
+pub(crate) fn evaluate_keys(spec: &Spec, keys: &mut [u32], out: &mut Vec<Option<f64>>) {
+    if keys.is_empty() {
+        out.extend(spec.ps.iter().map(|_| None));
+        return;
+    }
+    let first_positive = keys.iter().copied().filter(|&k| k != 0).min();
+    let value = answer(spec, first_positive);
+    let start = out.len();
+    out.extend(spec.ps.iter().map(|_| None));
+    // Ascending targets: each selection leaves the keys after its rank at
+    // least as large, so the next one searches only those.
+    let mut lo = 0;
+    for (target, i) in targets(spec, keys.len() as u64) {
+        // `count_at_percentile` is in 1..=n.
+        let at = target as usize - 1;
+        let (_, k, _) = keys[lo..].select_nth_unstable(at - lo);
+        out[start + i] = Some(value(*k, i));
+        lo = at;
+    }
+}
+
+/// `(count, percentile index)` of each percentile among `n` values, in
+/// ascending order of count.
+fn targets(spec: &Spec, n: u64) -> Vec<(u64, usize)> {
+    let mut targets: Vec<(u64, usize)> = spec
+        .ps
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (count_at_percentile(p * 100.0, n), i))
+        .collect();
+    targets.sort_unstable();
+    targets
+}
+
+/// The value percentile `i` answers when its count falls in key `k`, for a
+/// group whose lowest positive key is `first_positive`.
+fn answer(spec: &Spec, first_positive: Option<u32>) -> impl Fn(u32, usize) -> f64 {
+    let layout = spec.layout;
+    let e_min = first_positive.map_or(800, |k| layout.key_exponent(k));
+    move |k, i| {
+        let lowest = spec.ps[i] * 100.0 == 0.0;
+        match spec.kind {
+            Kind::Int => layout.int_value(k, lowest),
+            Kind::Double => layout.double_value(k, e_min, lowest),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -272,6 +315,50 @@ mod tests {
 
     fn seq(n: u32) -> Vec<f64> {
         (1..=n).map(f64::from).collect()
+    }
+
+    /// A group of buffered keys (answered by selection) and the same group
+    /// counted (answered by a walk) give the same answers.
+    #[test]
+    fn selection_and_walk_agree() {
+        let mut seed = 3u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for case in 0..300 {
+            let kind = if case % 2 == 0 {
+                Kind::Int
+            } else {
+                Kind::Double
+            };
+            let spec = Spec {
+                layout: Layout::new((case % 4) as u8),
+                kind,
+                ps: vec![0.99, 0.0, 0.5, 1.0, 0.5, (next() % 1000) as f64 / 1000.0],
+                list: true,
+            };
+            let spread = [3, 50, 5000, 1 << 30][case % 4];
+            let mut slots = Slots::default();
+            for _ in 0..next() % 900 {
+                let v = next() % spread;
+                let k = match kind {
+                    Kind::Int => spec.layout.int_key(v),
+                    Kind::Double => {
+                        double_key(&spec.layout, v as f64 / 8.0, &mut NO_RANGE.clone())
+                            .unwrap()
+                    }
+                };
+                slots.add(k);
+            }
+            let (mut by_selection, mut by_walk) = (vec![], vec![]);
+            let mut counted = slots.clone().counted();
+            evaluate(&spec, &mut slots, &mut by_selection);
+            evaluate(&spec, &mut counted, &mut by_walk);
+            assert_eq!(by_selection, by_walk, "case {case}");
+        }
     }
 
     #[test]

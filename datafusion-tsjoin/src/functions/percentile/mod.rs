@@ -7,6 +7,7 @@
 //!   scale set by the lowest positive value).
 //! - [`slots`]: one group's counts, compact (sparse slots, a dense array
 //!   only where a group fills it, a hash map otherwise).
+//! - `buffers`: many groups' not-yet-counted keys in one arena.
 //! - `histogram`: recording values (QuestDB's errors) and answering.
 //! - `groups` / `accumulator`: the `GroupsAccumulator` for GROUP BY and the
 //!   plain `Accumulator` for `OVER (...)` and WINDOW JOIN.
@@ -38,6 +39,7 @@
 
 mod accumulator;
 mod array_literal;
+mod buffers;
 mod groups;
 mod histogram;
 pub(crate) mod layout;

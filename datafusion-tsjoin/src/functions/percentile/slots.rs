@@ -181,7 +181,14 @@ impl Slots {
     /// group): a copy when this group is empty.
     pub fn merge_slots(&mut self, other: &Slots) {
         if self.pending.is_empty() && matches!(self.counts, Counts::Empty) {
-            self.clone_from(other);
+            if matches!(other.counts, Counts::Empty) {
+                // Room for another partition's share of the group too.
+                let room = (2 * other.pending.len()).min(PENDING_LIMIT);
+                self.pending.reserve_exact(room);
+                self.pending.extend_from_slice(&other.pending);
+            } else {
+                self.clone_from(other);
+            }
             return;
         }
         if self.add_dense(&other.counts) {
@@ -232,6 +239,36 @@ impl Slots {
             return false;
         }
         true
+    }
+
+    /// Whether the group holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && matches!(self.counts, Counts::Empty)
+    }
+
+    /// Buffers `keys` (no count, whatever the buffer's length: for a
+    /// group about to be answered or encoded).
+    pub fn extend_buffer(&mut self, keys: &[u32]) {
+        self.pending.extend_from_slice(keys);
+    }
+
+    /// Counts `keys` (reordered) at once.
+    pub fn add_keys(&mut self, keys: &mut [u32]) {
+        keys.sort_unstable();
+        self.absorb(&runs(keys));
+    }
+
+    /// The group's keys, one per value in any order, while none is counted
+    /// (a small group's whole histogram).
+    pub fn only_buffered(&mut self) -> Option<&mut [u32]> {
+        matches!(self.counts, Counts::Empty).then_some(self.pending.as_mut_slice())
+    }
+
+    /// These slots with the buffer counted.
+    #[cfg(test)]
+    pub fn counted(mut self) -> Self {
+        self.flush();
+        self
     }
 
     /// The number of values counted and buffered.
