@@ -329,8 +329,11 @@ pub async fn run(args: PercentileArgs) -> Result<()> {
                             cells.push((name, s, e.unwrap_or(f64::NAN)));
                         }
                     }
+                    // The exit status tells a peer killed (out of memory at 50M
+                    // rows, say) from one that failed with a message.
                     Err(_) => eprintln!(
-                        "peers failed: {}",
+                        "peers failed ({}): {}",
+                        out.status,
                         String::from_utf8_lossy(&out.stderr)
                     ),
                 }
