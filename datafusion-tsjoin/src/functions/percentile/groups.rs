@@ -158,61 +158,68 @@ impl PercentileGroups {
         }
     }
 
+    /// Changes group `g`'s slots with `f`, keeping [`Self::heap`] right.
+    #[inline]
+    fn change_slots<T>(&mut self, g: usize, f: impl FnOnce(&mut Slots) -> T) -> T {
+        let s = &mut self.groups[g];
+        self.heap -= s.heap_size();
+        let out = f(s);
+        self.heap += s.heap_size();
+        out
+    }
+
+    /// Takes group `g`'s buffered keys out of the buffers and calls `f`
+    /// with them and the group's slots (the keys' vector is reused).
+    fn with_buffered(
+        &mut self,
+        g: usize,
+        f: impl FnOnce(&Spec, &mut Slots, &mut Vec<u32>),
+    ) {
+        let mut keys = std::mem::take(&mut self.scratch);
+        keys.clear();
+        self.buffers.take(g, &mut keys);
+        let spec = Arc::clone(&self.spec);
+        self.change_slots(g, |s| f(&spec, s, &mut keys));
+        self.scratch = keys;
+    }
+
     /// Counts group `g`'s buffered keys.
     #[cold]
     #[inline(never)]
     fn count_buffered(&mut self, g: usize) {
-        let mut keys = std::mem::take(&mut self.scratch);
-        keys.clear();
-        self.buffers.take(g, &mut keys);
-        let s = &mut self.groups[g];
-        self.heap -= s.heap_size();
-        s.add_keys(&mut keys);
-        self.heap += s.heap_size();
-        self.scratch = keys;
-    }
-
-    /// Moves group `g`'s buffered keys into its slots.
-    fn settle(&mut self, g: usize) {
-        if self.buffers.len(g) == 0 {
-            return;
-        }
-        let mut keys = std::mem::take(&mut self.scratch);
-        keys.clear();
-        self.buffers.take(g, &mut keys);
-        let s = &mut self.groups[g];
-        self.heap -= s.heap_size();
-        s.extend_buffer(&keys);
-        self.heap += s.heap_size();
-        self.scratch = keys;
+        self.with_buffered(g, |_, s, keys| s.add_keys(keys));
     }
 
     /// Group `g`'s answers, appended to `out`; its buffered keys are used
     /// up.
     fn answer(&mut self, g: usize, out: &mut Vec<Option<f64>>) {
-        let mut keys = std::mem::take(&mut self.scratch);
-        keys.clear();
-        self.buffers.take(g, &mut keys);
-        let s = &mut self.groups[g];
-        if s.is_empty() {
-            // Only buffered keys (most groups, with many groups).
-            evaluate_keys(&self.spec, &mut keys, out);
-        } else {
-            self.heap -= s.heap_size();
-            s.extend_buffer(&keys);
-            evaluate(&self.spec, s, out);
-            self.heap += s.heap_size();
-        }
-        self.scratch = keys;
+        self.with_buffered(g, |spec, s, keys| {
+            if s.is_empty() {
+                // Only buffered keys (most groups, with many groups).
+                evaluate_keys(spec, keys, out);
+            } else {
+                s.extend_buffer(keys);
+                evaluate(spec, s, out);
+            }
+        });
     }
 
-    /// Groups `emit_to` takes, their slots settled.
-    fn take_groups(&mut self, emit_to: EmitTo) -> Vec<Slots> {
-        let n = match emit_to {
+    /// How many groups `emit_to` takes.
+    fn emitted(&self, emit_to: EmitTo) -> usize {
+        match emit_to {
             EmitTo::All => self.groups.len(),
             EmitTo::First(n) => n.min(self.groups.len()),
-        };
-        (0..n).for_each(|g| self.settle(g));
+        }
+    }
+
+    /// Groups `emit_to` takes, their buffered keys moved into their slots.
+    fn take_groups(&mut self, emit_to: EmitTo) -> Vec<Slots> {
+        let n = self.emitted(emit_to);
+        for g in 0..n {
+            if self.buffers.len(g) > 0 {
+                self.with_buffered(g, |_, s, keys| s.extend_buffer(keys));
+            }
+        }
         self.forget(emit_to, n)
     }
 
@@ -270,13 +277,8 @@ impl PercentileGroups {
                         let k = double_key(&layout, v, &mut self.ranges[g])?;
                         if buffered {
                             self.buffer(g, k);
-                            continue;
-                        }
-                        let s = &mut self.groups[g];
-                        if !s.add_fast(k) {
-                            self.heap -= s.heap_size();
-                            s.add_slow(k);
-                            self.heap += s.heap_size();
+                        } else if !self.groups[g].add_fast(k) {
+                            self.change_slots(g, |s| s.add_slow(k));
                         }
                     }
                 }
@@ -314,10 +316,7 @@ impl PercentileGroups {
                 let range = other.ranges[f as usize];
                 merge_range(&self.spec.layout, &mut self.ranges[t], range)?;
             }
-            let s = &mut self.groups[t];
-            self.heap -= s.heap_size();
-            s.merge_slots(theirs);
-            self.heap += s.heap_size();
+            self.change_slots(t, |s| s.merge_slots(theirs));
             other.buffers.for_each_block(f as usize, |keys| {
                 keys.iter().for_each(|&k| self.buffer(t, k))
             });
@@ -327,9 +326,8 @@ impl PercentileGroups {
 
     /// The answers of groups `0..groups` (a group never updated has none).
     pub fn evaluate_groups(&mut self, groups: usize) -> Result<ArrayRef> {
+        // Never more groups than the table has: every update sizes them.
         self.resize(groups);
-        self.groups.truncate(groups);
-        self.ranges.truncate(groups);
         self.evaluate(EmitTo::All)
     }
 }
@@ -352,10 +350,7 @@ impl GroupsAccumulator for PercentileGroups {
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let n = match emit_to {
-            EmitTo::All => self.groups.len(),
-            EmitTo::First(n) => n.min(self.groups.len()),
-        };
+        let n = self.emitted(emit_to);
         let width = self.spec.ps.len();
         let mut answers = Vec::with_capacity(n * width);
         (0..n).for_each(|g| self.answer(g, &mut answers));

@@ -113,8 +113,7 @@ impl Slots {
             return;
         }
         let mut pending = std::mem::take(&mut self.pending);
-        pending.sort_unstable();
-        self.absorb(&runs(&pending));
+        self.add_keys(&mut pending);
         pending.clear();
         self.pending = pending;
     }
@@ -180,7 +179,7 @@ impl Slots {
     /// Adds the counts of `other` (another partition's slots of the same
     /// group): a copy when this group is empty.
     pub fn merge_slots(&mut self, other: &Slots) {
-        if self.pending.is_empty() && matches!(self.counts, Counts::Empty) {
+        if self.is_empty() {
             if matches!(other.counts, Counts::Empty) {
                 // Room for another partition's share of the group too.
                 let room = (2 * other.pending.len()).min(PENDING_LIMIT);
@@ -191,13 +190,7 @@ impl Slots {
             }
             return;
         }
-        if self.add_dense(&other.counts) {
-            for &k in &other.pending {
-                self.add(k);
-            }
-            return;
-        }
-        if !matches!(other.counts, Counts::Empty) {
+        if !matches!(other.counts, Counts::Empty) && !self.add_dense(&other.counts) {
             let mut pairs = Vec::with_capacity(other.counted_len());
             other.walk_counts(|k, c| {
                 pairs.push((k, c));
@@ -223,17 +216,15 @@ impl Slots {
             let at = inner.checked_sub(outer)? as usize;
             (at + inner_len <= outer_len).then_some(at)
         };
+        let add_at = |outer: &mut [u64], at: usize, inner: &[u64]| {
+            let span = &mut outer[at..at + inner.len()];
+            span.iter_mut().zip(inner).for_each(|(x, y)| *x += y);
+        };
         if let Some(at) = offset(*base, counts.len(), *b, c.len()) {
-            counts[at..at + c.len()]
-                .iter_mut()
-                .zip(c.iter())
-                .for_each(|(x, y)| *x += y);
+            add_at(counts, at, c);
         } else if let Some(at) = offset(*b, c.len(), *base, counts.len()) {
             let mine = std::mem::replace(counts, c.clone());
-            counts[at..at + mine.len()]
-                .iter_mut()
-                .zip(mine.iter())
-                .for_each(|(x, y)| *x += y);
+            add_at(counts, at, &mine);
             *base = *b;
         } else {
             return false;
