@@ -190,6 +190,7 @@ arrays = sys.argv[6] == "1"
 def wanted(name):
     return not any(s in name for s in skip)
 con = duckdb.connect(); con.execute(f"SET threads={threads}")
+con.execute("SET enable_progress_bar = false")  # it prints to stdout past 2 s
 con.execute(f"CREATE TABLE t AS SELECT * FROM '{path}'")
 con.execute(f"CREATE TABLE ex AS SELECT k, list_sort(list({col}))[CAST(ceil(99.0*count(*)/100.0) AS BIGINT)] AS e FROM t GROUP BY k")
 def err(res):
@@ -319,8 +320,11 @@ pub async fn run(args: PercentileArgs) -> Result<()> {
                     ])
                     .output()
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                match serde_json::from_slice::<HashMap<String, (f64, Option<f64>)>>(
-                    &out.stdout,
+                // The answer is the last line (a peer may print before it).
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let last = stdout.lines().rfind(|l| !l.trim().is_empty());
+                match serde_json::from_str::<HashMap<String, (f64, Option<f64>)>>(
+                    last.unwrap_or_default(),
                 ) {
                     Ok(peers) => {
                         let mut peers: Vec<_> = peers.into_iter().collect();
@@ -330,12 +334,16 @@ pub async fn run(args: PercentileArgs) -> Result<()> {
                         }
                     }
                     // The exit status tells a peer killed (out of memory at 50M
-                    // rows, say) from one that failed with a message.
-                    Err(_) => eprintln!(
-                        "peers failed ({}): {}",
-                        out.status,
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
+                    // rows, say) from one that failed with a message; the
+                    // start of its output, one that printed something else.
+                    Err(e) => {
+                        eprintln!(
+                            "peers failed ({}, {e}): {}; output: {}",
+                            out.status,
+                            String::from_utf8_lossy(&out.stderr),
+                            stdout.chars().take(400).collect::<String>()
+                        )
+                    }
                 }
             }
             for (name, s, e) in cells {

@@ -12,6 +12,7 @@
 //! [`MIN_DIRECT_SLOTS`]). Group ids are dense, in order of first appearance,
 //! so accumulators stay compact either way. NULL is one more group.
 
+use crate::kernels::prefetch;
 use datafusion::arrow::buffer::NullBuffer;
 
 /// Slots a direct map may hold per group (a sparser range is hashed).
@@ -28,20 +29,6 @@ const PREFETCH_MIN_SLOTS: usize = 1 << 20;
 /// How many rows ahead a probe is prefetched: enough to cover a memory
 /// round trip at a few nanoseconds per row.
 const PREFETCH_AHEAD: usize = 16;
-
-/// Hints the CPU to load the cache line at `p`; no-op elsewhere than x86_64.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            p.cast::<i8>(),
-        )
-    };
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = p;
-}
 
 /// An empty entry of the hashed table.
 const EMPTY: u32 = u32::MAX;

@@ -36,6 +36,25 @@ pub mod scalar;
 
 use std::sync::OnceLock;
 
+/// Hints the CPU to load the cache line at `p` (a scatter's target some
+/// rows ahead); no-op elsewhere than x86_64.
+///
+/// ```ignore
+/// prefetch(counts[i..].as_ptr());
+/// ```
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch is a hint: it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            p.cast::<i8>(),
+        )
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = p;
+}
+
 /// Values summed per block: four AVX2 registers of four `f64` lanes.
 pub const SUM_BLOCK: usize = 16;
 

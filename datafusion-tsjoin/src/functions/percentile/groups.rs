@@ -57,6 +57,9 @@ const BUSY: u64 = 64;
 /// Buffered keys a group counts at once.
 const COUNT_AT: usize = 1024;
 
+/// Rows ahead whose count the scatter prefetches.
+const AHEAD: usize = 16;
+
 /// `approx_percentile` over many groups.
 #[derive(Debug, Clone)]
 pub(crate) struct PercentileGroups {
@@ -129,8 +132,19 @@ impl PercentileGroups {
             return;
         }
         let groups = &mut self.groups;
+        let keys = &self.keys;
         let mut heap = 0isize;
-        for (i, (&k, &g)) in self.keys.iter().zip(group_indices).enumerate() {
+        // Busy groups' dense counts miss the cache at many groups and high
+        // precision: ask for the count a few rows ahead (not for a few
+        // groups, whose counts stay in the cache).
+        let ahead = groups.len() > DIRECT_GROUPS;
+        for (i, (&k, &g)) in keys.iter().zip(group_indices).enumerate() {
+            if ahead
+                && let (Some(&ka), Some(&ga)) =
+                    (keys.get(i + AHEAD), group_indices.get(i + AHEAD))
+            {
+                groups[ga.at()].prefetch(ka);
+            }
             if !keep(i) {
                 continue;
             }
@@ -268,10 +282,21 @@ impl PercentileGroups {
             }
             DataType::Float64 => {
                 // The exponent range is per group and its error depends on
-                // the order of values, so doubles stay one loop.
+                // the order of values, so doubles stay one loop (computing
+                // the keys first, as integers do, then the scatter took 11%
+                // more CPU at 1,000 groups), which prefetches the count a
+                // few rows ahead as the scatter does (a key is a shift of
+                // the value's bits).
                 let a = values.as_primitive::<Float64Type>().values();
                 let buffered = self.buffering();
+                let ahead = !buffered && self.groups.len() > DIRECT_GROUPS;
                 for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
+                    if ahead
+                        && let (Some(&va), Some(&ga)) =
+                            (a.get(i + AHEAD), group_indices.get(i + AHEAD))
+                    {
+                        self.groups[ga.at()].prefetch(layout.double_key(va));
+                    }
                     let g = g.at();
                     if v.is_finite() && (all || keep(values, opt_filter, i)) {
                         let k = double_key(&layout, v, &mut self.ranges[g])?;

@@ -222,18 +222,12 @@ pub(crate) fn evaluate(spec: &Spec, slots: &mut Slots, out: &mut Vec<Option<f64>
     let value = answer(spec, first_positive);
     // One walk for every percentile, in ascending order of target count.
     let targets = targets(spec, n);
+    let counts: Vec<u64> = targets.iter().map(|t| t.0).collect();
     let start = out.len();
     out.extend(spec.ps.iter().map(|_| None));
-    let mut next = 0;
-    let mut running = 0u64;
-    slots.walk(|k, c| {
-        running += c;
-        while next < targets.len() && running >= targets[next].0 {
-            let i = targets[next].1;
-            out[start + i] = Some(value(k, i));
-            next += 1;
-        }
-        next < targets.len()
+    slots.find_ranks(&counts, |j, k| {
+        let i = targets[j].1;
+        out[start + i] = Some(value(k, i));
     });
 }
 

@@ -6,28 +6,42 @@
 //! precision 3); a hash map or a searched slot list per group makes every
 //! row slow. So a group appends the keys of new values to a plain buffer
 //! (`pending`: no search, no branch on a representation) and counts them
-//! only when the buffer fills: sorted, run-length counted and merged into
-//! the group's counts, which are a dense array over the keys they span when
-//! that is small enough (at most [`DENSE_FILL`] times the keys in use, or
-//! the number of values recorded), and sorted `(key, count)` pairs
-//! otherwise. Once dense, a value whose key is in the array's span is
-//! counted in place. A quiet group is just its few keys (4 bytes a value);
-//! a busy one is a counts array. Counts are integers, so merging is exact.
+//! only when the buffer fills. The counts are a dense array over the keys
+//! they span when that is small enough (at most [`DENSE_FILL`] times the
+//! keys in use, or twice the number of values recorded), and sorted
+//! `(key, count)` pairs otherwise. A buffer that keeps the group within
+//! that limit is counted into the dense array in one pass (the array
+//! widened when needed); otherwise it is sorted, run-length counted and
+//! merged into the pairs. Once dense, a value whose key is in the array's
+//! span is counted in place.
+//!
+//! Dense counts are `u32` (half the bytes a key, so twice the span for the
+//! same memory: a busy group over a wide span of keys, precision 3 say,
+//! turns dense at its first count instead of merging sorted pairs again
+//! and again); a count that would pass `u32::MAX` moves the group to
+//! sorted pairs, whose counts are `u64`. A quiet group is just its few keys
+//! (4 bytes a value); a busy one is a counts array. Counts are integers, so
+//! merging is exact.
 
+use crate::kernels::prefetch;
 use std::mem::size_of;
 
 /// A group's buffer is counted once it holds this many keys (or as many as
 /// the group has distinct keys, whichever is more, so that merging into
-/// many sorted pairs stays linear overall).
-const PENDING_LIMIT: usize = 1024;
+/// many sorted pairs stays linear overall). 2,048 values of a busy group
+/// are enough to make it dense at once where they span a few octaves of
+/// keys at precision 3 (about 10,000 keys for doubles); 1,024 were not,
+/// and the group went through sorted pairs first.
+const PENDING_LIMIT: usize = 2048;
 /// A group's buffer holds this many keys at first.
 const FIRST_PENDING: usize = 16;
 /// A dense array never spans more than this many times the keys in use,
-/// unless it spans fewer keys than the values it counts (or
-/// [`DENSE_FREE_SPAN`]).
-const DENSE_FILL: usize = 4;
-/// A span this small may always be dense.
-const DENSE_FREE_SPAN: usize = 256;
+/// unless it spans fewer keys than twice the values it counts (or
+/// [`DENSE_FREE_SPAN`]): at most 32 bytes a key in use, 8 a value, as
+/// sorted pairs of 16 bytes would take half full.
+const DENSE_FILL: usize = 8;
+/// A span this small may always be dense (2 KiB).
+const DENSE_FREE_SPAN: usize = 512;
 
 /// The counts of one group.
 ///
@@ -51,8 +65,9 @@ enum Counts {
     /// Nothing counted.
     #[default]
     Empty,
-    /// Counts of keys `base..base + counts.len()`.
-    Dense { base: u32, counts: Box<[u64]> },
+    /// Counts of keys `base..base + counts.len()`, each at most
+    /// `u32::MAX`.
+    Dense { base: u32, counts: Box<[u32]> },
     /// Non-zero counts in ascending key order.
     Sorted(Vec<(u32, u64)>),
 }
@@ -73,6 +88,7 @@ impl Slots {
     pub fn add_fast(&mut self, key: u32) -> bool {
         if let Counts::Dense { base, counts } = &mut self.counts
             && let Some(c) = counts.get_mut(key.wrapping_sub(*base) as usize)
+            && *c < u32::MAX
         {
             *c += 1;
             return true;
@@ -83,6 +99,17 @@ impl Slots {
             return true;
         }
         false
+    }
+
+    /// Asks the CPU to fetch `key`'s count into the cache when the group
+    /// counts it in place (a hint: no effect on the counts).
+    #[inline(always)]
+    pub fn prefetch(&self, key: u32) {
+        if let Counts::Dense { base, counts } = &self.counts
+            && let Some(c) = counts.get(key.wrapping_sub(*base) as usize)
+        {
+            prefetch(c);
+        }
     }
 
     /// The rest of [`Slots::add`]: the buffer grows or is counted.
@@ -126,9 +153,14 @@ impl Slots {
         };
         if let Counts::Dense { base, counts } = &mut self.counts {
             let end = *base as u64 + counts.len() as u64;
-            if first.0 >= *base && (last.0 as u64) < end {
+            let fits = |&(k, c): &(u32, u64)| counts[(k - *base) as usize] as u64 + c;
+            if first.0 >= *base
+                && (last.0 as u64) < end
+                && pairs.iter().all(|p| fits(p) <= u32::MAX as u64)
+            {
                 for &(k, c) in pairs {
-                    counts[(k - *base) as usize] += c;
+                    // No overflow: checked above.
+                    counts[(k - *base) as usize] += c as u32;
                 }
                 return;
             }
@@ -203,33 +235,120 @@ impl Slots {
         }
     }
 
-    /// Dense counts into dense counts where one array spans the other: the
-    /// wider one adds the other in place. `false` (nothing added) otherwise.
+    /// Dense counts into dense counts: this group's array is widened to
+    /// span both (where a dense array may) and theirs added in place.
+    /// `false` (nothing added) otherwise, or where a count would pass
+    /// `u32::MAX`.
     fn add_dense(&mut self, theirs: &Counts) -> bool {
-        let (Counts::Dense { base, counts }, Counts::Dense { base: b, counts: c }) =
-            (&mut self.counts, theirs)
-        else {
+        let Counts::Dense { base: b, counts: c } = theirs else {
             return false;
         };
-        // Where `inner` starts in `outer`, when `outer` spans it.
-        let offset = |outer: u32, outer_len: usize, inner: u32, inner_len: usize| {
-            let at = inner.checked_sub(outer)? as usize;
-            (at + inner_len <= outer_len).then_some(at)
-        };
-        let add_at = |outer: &mut [u64], at: usize, inner: &[u64]| {
-            let span = &mut outer[at..at + inner.len()];
-            span.iter_mut().zip(inner).for_each(|(x, y)| *x += y);
-        };
-        if let Some(at) = offset(*base, counts.len(), *b, c.len()) {
-            add_at(counts, at, c);
-        } else if let Some(at) = offset(*b, c.len(), *base, counts.len()) {
-            let mine = std::mem::replace(counts, c.clone());
-            add_at(counts, at, &mine);
-            *base = *b;
-        } else {
+        let hi = *b + (c.len() - 1) as u32;
+        let Some(widened) = self.widen(*b, hi, dense_sum(c)) else {
             return false;
+        };
+        let Counts::Dense { base, counts } = &mut self.counts else {
+            return false;
+        };
+        let at = (*b - *base) as usize;
+        let span = &mut counts[at..at + c.len()];
+        let fits = span
+            .iter()
+            .zip(c.iter())
+            .fold(true, |ok, (x, y)| ok & x.checked_add(*y).is_some());
+        if fits {
+            span.iter_mut().zip(c.iter()).for_each(|(x, y)| *x += y);
+        }
+        if widened {
+            self.settle();
+        }
+        fits
+    }
+
+    /// Counts `keys` without sorting them, in dense counts, when the
+    /// counts are empty or dense and spanning the keys keeps them within a
+    /// dense array's limit; `false` (nothing counted) otherwise. A busy
+    /// group's buffer is counted in one pass instead of a sort.
+    fn count_dense(&mut self, keys: &[u32]) -> bool {
+        let Some((lo, hi)) = min_max(keys) else {
+            return true;
+        };
+        let Some(widened) = self.widen(lo, hi, keys.len() as u64) else {
+            return false;
+        };
+        let Counts::Dense { base, counts } = &mut self.counts else {
+            return false;
+        };
+        // Keys whose count is full (`u32::MAX`), counted as pairs below.
+        let mut full = vec![];
+        for &k in keys {
+            let c = &mut counts[(k - *base) as usize];
+            if *c == u32::MAX {
+                full.push(k);
+            } else {
+                *c += 1;
+            }
+        }
+        if widened {
+            self.settle();
+        }
+        if !full.is_empty() {
+            full.sort_unstable();
+            self.absorb(&runs(&full));
         }
         true
+    }
+
+    /// Makes the counts dense over `lo..=hi` and the keys they span
+    /// already, when they are empty or dense and that span is within the
+    /// most a dense array may span with `more` values to come (each a new
+    /// key at best): `Some(true)` when the array was widened,
+    /// `Some(false)` when it spans them already, `None` (unchanged)
+    /// otherwise.
+    fn widen(&mut self, lo: u32, hi: u32, more: u64) -> Option<bool> {
+        let (base, old): (u32, &[u32]) = match &self.counts {
+            Counts::Empty => (lo, &[]),
+            Counts::Dense { base, counts } => (*base, counts),
+            Counts::Sorted(_) => return None,
+        };
+        let end = base as u64 + old.len() as u64;
+        let new_lo = lo.min(base);
+        let new_end = (hi as u64 + 1).max(end);
+        if !old.is_empty() && new_lo == base && new_end == end {
+            return Some(false);
+        }
+        let span = (new_end - new_lo as u64) as usize;
+        let most_keys = old
+            .len()
+            .saturating_add(more.min(usize::MAX as u64) as usize);
+        if span > dense_limit(most_keys, dense_sum(old).saturating_add(more)) {
+            return None;
+        }
+        let mut counts = zeroed(span);
+        let at = (base - new_lo) as usize;
+        counts[at..at + old.len()].copy_from_slice(old);
+        self.counts = Counts::Dense {
+            base: new_lo,
+            counts,
+        };
+        Some(true)
+    }
+
+    /// Dense counts as sorted pairs when they span more than a dense array
+    /// may for the keys in use and the values counted.
+    fn settle(&mut self) {
+        let Counts::Dense { base, counts } = &self.counts else {
+            return;
+        };
+        let values = dense_sum(counts);
+        if counts.len() <= dense_limit(0, values) {
+            // Within the limit whatever the keys in use.
+            return;
+        }
+        let used = counts.iter().filter(|&&c| c > 0).count();
+        if counts.len() > dense_limit(used, values) {
+            self.counts = Counts::Sorted(dense_pairs(*base, counts));
+        }
     }
 
     /// Whether the group holds no value.
@@ -245,8 +364,10 @@ impl Slots {
 
     /// Counts `keys` (reordered) at once.
     pub fn add_keys(&mut self, keys: &mut [u32]) {
-        keys.sort_unstable();
-        self.absorb(&runs(keys));
+        if !self.count_dense(keys) {
+            keys.sort_unstable();
+            self.absorb(&runs(keys));
+        }
     }
 
     /// The group's keys, one per value in any order, while none is counted
@@ -267,7 +388,7 @@ impl Slots {
         self.pending.len() as u64
             + match &self.counts {
                 Counts::Empty => 0,
-                Counts::Dense { counts, .. } => counts.iter().sum(),
+                Counts::Dense { counts, .. } => dense_sum(counts),
                 Counts::Sorted(v) => v.iter().map(|p| p.1).sum(),
             }
     }
@@ -324,7 +445,7 @@ impl Slots {
             Counts::Empty => {}
             Counts::Dense { base, counts } => {
                 for (i, &c) in counts.iter().enumerate() {
-                    if c > 0 && !f(base + i as u32, c) {
+                    if c > 0 && !f(base + i as u32, c as u64) {
                         return;
                     }
                 }
@@ -379,6 +500,31 @@ impl Slots {
         }
     }
 
+    /// Calls `hit(j, key)` for each target count `targets[j]` (ascending,
+    /// each in `1..=`[`Slots::total`]) with the key at which the running
+    /// count, in ascending key order, first reaches it. Dense counts are
+    /// summed a chunk at a time and walked key by key only where a target
+    /// is reached (a percentile near the top otherwise walks the whole
+    /// span, a few thousand keys a group at precision 3).
+    pub fn find_ranks(&mut self, targets: &[u64], mut hit: impl FnMut(usize, u32)) {
+        if !self.pending.is_empty() && matches!(self.counts, Counts::Dense { .. }) {
+            self.flush();
+        }
+        if let Counts::Dense { base, counts } = &self.counts {
+            return dense_ranks(counts, targets, |j, i| hit(j, base + i as u32));
+        }
+        let mut next = 0;
+        let mut running = 0u64;
+        self.walk(|k, c| {
+            running += c;
+            while next < targets.len() && running >= targets[next] {
+                hit(next, k);
+                next += 1;
+            }
+            next < targets.len()
+        });
+    }
+
     /// Merges `other` into `self`.
     #[cfg(test)]
     pub fn merge(&mut self, other: &Slots) {
@@ -395,7 +541,7 @@ impl Slots {
         self.pending.capacity() * size_of::<u32>()
             + match &self.counts {
                 Counts::Empty => 0,
-                Counts::Dense { counts, .. } => counts.len() * size_of::<u64>(),
+                Counts::Dense { counts, .. } => counts.len() * size_of::<u32>(),
                 Counts::Sorted(v) => v.capacity() * size_of::<(u32, u64)>(),
             }
     }
@@ -440,19 +586,89 @@ impl Counts {
         };
         let span = (hi - lo) as usize + 1;
         let values: u64 = pairs.iter().map(|p| p.1).sum();
-        let limit = (pairs.len() * DENSE_FILL)
-            .max(DENSE_FREE_SPAN)
-            .max(values.min(usize::MAX as u64) as usize);
-        if span <= limit {
-            let mut counts = vec![0u64; span].into_boxed_slice();
+        if span <= dense_limit(pairs.len(), values)
+            && pairs.iter().all(|p| p.1 <= u32::MAX as u64)
+        {
+            let mut counts = zeroed(span);
             for (k, c) in pairs {
-                counts[(k - lo) as usize] = c;
+                // At most `u32::MAX`: checked above.
+                counts[(k - lo) as usize] = c as u32;
             }
             Counts::Dense { base: lo, counts }
         } else {
             Counts::Sorted(pairs)
         }
     }
+}
+
+/// The most keys a dense array may span for `used` keys in use and
+/// `values` values counted.
+fn dense_limit(used: usize, values: u64) -> usize {
+    used.saturating_mul(DENSE_FILL)
+        .max(DENSE_FREE_SPAN)
+        .max(values.saturating_mul(2).min(usize::MAX as u64) as usize)
+}
+
+/// The least and the greatest key, in one pass.
+fn min_max(keys: &[u32]) -> Option<(u32, u32)> {
+    let first = *keys.first()?;
+    Some(
+        keys.iter()
+            .fold((first, first), |(lo, hi), &k| (lo.min(k), hi.max(k))),
+    )
+}
+
+/// The sum of dense counts (as `u64`: a loop the compiler vectorizes).
+fn dense_sum(counts: &[u32]) -> u64 {
+    counts.iter().map(|&c| c as u64).sum()
+}
+
+/// [`Slots::find_ranks`] over dense counts: `hit(j, i)` with the index
+/// `i` into `counts` where the running count reaches `targets[j]`.
+fn dense_ranks(counts: &[u32], targets: &[u64], mut hit: impl FnMut(usize, usize)) {
+    const CHUNK: usize = 64;
+    let mut running = 0u64;
+    let mut next = 0;
+    for (c, chunk) in counts.chunks(CHUNK).enumerate() {
+        let Some(&target) = targets.get(next) else {
+            return;
+        };
+        let sum = dense_sum(chunk);
+        if running + sum < target {
+            running += sum;
+            continue;
+        }
+        for (i, &n) in chunk.iter().enumerate() {
+            running += n as u64;
+            // A target in `1..=total` is first reached at a non-zero count.
+            while next < targets.len() && running >= targets[next] {
+                hit(next, c * CHUNK + i);
+                next += 1;
+            }
+        }
+    }
+}
+
+/// `span` zero counts, written rather than allocated zeroed: a zeroed
+/// allocation of fresh memory maps the shared zero page, so the first
+/// count read and then written there takes a copy-on-write fault whose TLB
+/// flush interrupts every other thread (a fifth of the time at 1,000
+/// groups, precision 3).
+fn zeroed(span: usize) -> Box<[u32]> {
+    let mut counts: Vec<u32> = Vec::with_capacity(span);
+    // Hidden from the optimizer, which would fold the allocation and the
+    // zeros below back into a zeroed allocation.
+    std::hint::black_box(counts.as_mut_ptr());
+    counts.resize(span, 0);
+    counts.into_boxed_slice()
+}
+
+/// The non-zero `(key, count)` pairs of dense counts of keys from `base`.
+fn dense_pairs(base: u32, counts: &[u32]) -> Vec<(u32, u64)> {
+    (0..counts.len())
+        .filter(|&i| counts[i] > 0)
+        .map(|i| (base + i as u32, counts[i] as u64))
+        .collect()
 }
 
 /// Run-length counts of sorted keys.
@@ -547,9 +763,7 @@ mod tests {
             // values counted.
             if let Counts::Dense { counts, .. } = &s.counts {
                 let values: u64 = want.iter().map(|e| e.1).sum();
-                let limit = (want.len() * DENSE_FILL)
-                    .max(DENSE_FREE_SPAN)
-                    .max(values as usize);
+                let limit = dense_limit(want.len(), values);
                 assert!(counts.len() <= 2 * limit + 64, "case {case}");
             }
         }
@@ -576,6 +790,73 @@ mod tests {
             let want: Vec<_> = want.into_iter().collect();
             assert_eq!(a.entries(), want, "case {case}");
         }
+    }
+
+    /// `find_ranks` (chunked over dense counts) finds the keys a plain
+    /// walk of the running count finds, in every representation.
+    #[test]
+    fn ranks_found_like_a_walk() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for case in 0..300 {
+            let spread: u32 = [50, 3000, 7000, 1_000_000][case % 4];
+            let mut s = Slots::default();
+            for _ in 0..rng.random_range(1..6000) {
+                s.add(rng.random_range(0..spread));
+            }
+            let total = s.total();
+            let mut targets: Vec<u64> = (0..rng.random_range(1..5))
+                .map(|_| rng.random_range(1..=total))
+                .collect();
+            targets.push(total);
+            targets.sort_unstable();
+            let mut want = vec![];
+            let mut running = 0;
+            for (k, c) in s.entries() {
+                running += c;
+                while want.len() < targets.len() && running >= targets[want.len()] {
+                    want.push(k);
+                }
+            }
+            let mut got = vec![None; targets.len()];
+            s.find_ranks(&targets, |j, k| got[j] = Some(k));
+            let got: Vec<u32> = got.into_iter().map(Option::unwrap).collect();
+            assert_eq!(got, want, "case {case}");
+        }
+    }
+
+    /// Dense counts are `u32`: a count past `u32::MAX` (added, absorbed or
+    /// merged from another dense group) is kept exactly.
+    #[test]
+    fn counts_past_u32_stay_exact() {
+        let big = u32::MAX as u64 - 1;
+        let mut s = Slots::default();
+        for k in 0..100 {
+            s.add(k);
+        }
+        s.add_n(10, big);
+        assert!(matches!(s.counts, Counts::Dense { .. }));
+        for _ in 0..3 {
+            s.add(10);
+        }
+        s.add_n(11, big + 5);
+        let mut other = Slots::default();
+        for k in 0..100 {
+            other.add(k);
+        }
+        other.add_n(12, big);
+        // Dense into dense that would overflow.
+        let mut twice = other.clone().counted();
+        assert!(matches!(twice.counts, Counts::Dense { .. }));
+        twice.merge_slots(&other.clone().counted());
+        assert_eq!(twice.entries()[12], (12, 2 * big + 2));
+        let mut wide = other.clone().counted();
+        wide.merge_slots(&s.clone().counted());
+        wide.merge_slots(&other.clone().counted());
+        let entries = wide.entries();
+        assert_eq!(entries[10], (10, big + 1 + 3 + 2));
+        assert_eq!(entries[11], (11, big + 5 + 3));
+        assert_eq!(entries[12], (12, 2 * big + 3));
+        assert_eq!(wide.total(), 300 + big + 3 + big + 5 + 2 * big);
     }
 
     #[test]
