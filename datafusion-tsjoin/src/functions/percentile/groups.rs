@@ -60,6 +60,20 @@ const COUNT_AT: usize = 1024;
 /// Rows ahead whose count the scatter prefetches.
 const AHEAD: usize = 16;
 
+/// Prefetches the count that row `i + AHEAD` adds to, its key given by
+/// `key` (`None` past the batch's end).
+#[inline(always)]
+fn prefetch_ahead<G: GroupIndex>(
+    groups: &[Slots],
+    group_indices: &[G],
+    i: usize,
+    key: impl FnOnce(usize) -> Option<u32>,
+) {
+    if let (Some(g), Some(k)) = (group_indices.get(i + AHEAD), key(i + AHEAD)) {
+        groups[g.at()].prefetch(k);
+    }
+}
+
 /// `approx_percentile` over many groups.
 #[derive(Debug, Clone)]
 pub(crate) struct PercentileGroups {
@@ -139,11 +153,8 @@ impl PercentileGroups {
         // groups, whose counts stay in the cache).
         let ahead = groups.len() > DIRECT_GROUPS;
         for (i, (&k, &g)) in keys.iter().zip(group_indices).enumerate() {
-            if ahead
-                && let (Some(&ka), Some(&ga)) =
-                    (keys.get(i + AHEAD), group_indices.get(i + AHEAD))
-            {
-                groups[ga.at()].prefetch(ka);
+            if ahead {
+                prefetch_ahead(groups, group_indices, i, |j| keys.get(j).copied());
             }
             if !keep(i) {
                 continue;
@@ -291,11 +302,10 @@ impl PercentileGroups {
                 let buffered = self.buffering();
                 let ahead = !buffered && self.groups.len() > DIRECT_GROUPS;
                 for (i, (&v, &g)) in a.iter().zip(group_indices).enumerate() {
-                    if ahead
-                        && let (Some(&va), Some(&ga)) =
-                            (a.get(i + AHEAD), group_indices.get(i + AHEAD))
-                    {
-                        self.groups[ga.at()].prefetch(layout.double_key(va));
+                    if ahead {
+                        prefetch_ahead(&self.groups, group_indices, i, |j| {
+                            a.get(j).map(|&v| layout.double_key(v))
+                        });
                     }
                     let g = g.at();
                     if v.is_finite() && (all || keep(values, opt_filter, i)) {

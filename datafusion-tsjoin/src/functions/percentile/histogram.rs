@@ -285,6 +285,7 @@ fn answer(spec: &Spec, first_positive: Option<u32>) -> impl Fn(u32, usize) -> f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
 
     fn answer(kind: Kind, precision: u8, p: f64, values: &[f64]) -> Result<Option<f64>> {
         let spec = Spec {
@@ -315,13 +316,8 @@ mod tests {
     /// counted (answered by a walk) give the same answers.
     #[test]
     fn selection_and_walk_agree() {
-        let mut seed = 3u64;
-        let mut next = move || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            seed >> 33
-        };
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut next = move || rng.random::<u32>() as u64;
         for case in 0..300 {
             let kind = if case % 2 == 0 {
                 Kind::Int
