@@ -225,13 +225,22 @@ pub async fn measure(
 /// Rows the `DataSourceExec`s of `plan` that `pick` chooses passed on to
 /// the rest of the plan, summed over the plan (from the metrics of a plan
 /// that ran): a scan's output rows, or those of the `LipFilterExec` (join
-/// filters) right above it.
+/// filters) right above it, or the rows a `FilterAggregateExec` read from
+/// the scan's files itself.
 pub fn scan_rows(
     plan: &Arc<dyn ExecutionPlan>,
     pick: &dyn Fn(&Arc<dyn ExecutionPlan>) -> bool,
 ) -> usize {
     if plan.name() == "LipFilterExec" && scan_rows(plan.children()[0], pick) > 0 {
         return plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0);
+    }
+    // A fused count that read its scan's files itself (`read=pages`).
+    let own_read = plan
+        .metrics()
+        .and_then(|m| m.sum_by_name("page_scan_rows"))
+        .map_or(0, |v| v.as_usize());
+    if plan.name() == "FilterAggregateExec" && own_read > 0 && picks(plan, pick) {
+        return own_read;
     }
     let own = if plan.name() == "DataSourceExec" && pick(plan) {
         plan.metrics().and_then(|m| m.output_rows()).unwrap_or(0)
@@ -243,6 +252,15 @@ pub fn scan_rows(
         .into_iter()
         .map(|c| scan_rows(c, pick))
         .sum::<usize>()
+}
+
+/// Whether `pick` chooses a `DataSourceExec` in `plan`.
+fn picks(
+    plan: &Arc<dyn ExecutionPlan>,
+    pick: &dyn Fn(&Arc<dyn ExecutionPlan>) -> bool,
+) -> bool {
+    (plan.name() == "DataSourceExec" && pick(plan))
+        || plan.children().into_iter().any(|c| picks(c, pick))
 }
 
 /// One timed run of `sql` (through `tsjoin_sql` when `tsjoin`): the

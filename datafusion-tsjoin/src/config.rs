@@ -77,6 +77,10 @@ config_namespace! {
         /// column-vs-literal comparisons in one pass per batch (see
         /// `filter_aggregate`).
         pub filter_aggregate: bool, default = true
+        /// Let a count-only fused filter aggregate over Parquet read the
+        /// files itself, the WHERE evaluated on each page's dictionary
+        /// and codes (see `filter_aggregate::page_scan`).
+        pub filter_aggregate_pages: bool, default = true
         /// Apply hash joins' filters to the fact rows right after the scan,
         /// before any hash probe (lookahead information passing, see
         /// `join_filter`): exact bit filters for integer keys of small range,

@@ -33,6 +33,7 @@ mod kernels;
 pub mod late_materialize;
 pub mod newest_first;
 pub mod offset_topk;
+mod parquet_read;
 pub mod priority;
 pub mod progress;
 mod session;

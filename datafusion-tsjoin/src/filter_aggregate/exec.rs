@@ -1,12 +1,14 @@
 //! [`FilterAggregateExec`]: the physical operator.
 
 use super::metrics::FilterAggregateMetrics;
-use super::spec::{Cmp, FusedAgg, conjuncts};
+use super::page_scan::PageScan;
+use super::spec::{Acc, Cmp, FusedAgg, conjuncts};
 use super::stream;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
@@ -38,6 +40,9 @@ pub struct FilterAggregateExec {
     cmps: Vec<Cmp>,
     aggs: Vec<FusedAgg>,
     schema: SchemaRef,
+    /// Reads the Parquet files itself, WHERE evaluated by pages (count-only
+    /// aggregates; setting `tsjoin.filter_aggregate_pages`).
+    page_scan: Option<PageScan>,
     cache: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -67,15 +72,30 @@ impl FilterAggregateExec {
             EmissionType::Final,
             Boundedness::Bounded,
         ));
+        let page_scan = PageScan::try_new(&input, &cmps, &aggs);
         Ok(Self {
             input,
             predicate,
             cmps,
             aggs,
             schema,
+            page_scan,
             cache,
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// The same exec reading its input's batches even where it could read
+    /// the Parquet files itself (`SET tsjoin.filter_aggregate_pages =
+    /// false`).
+    pub(crate) fn without_page_scan(mut self) -> Self {
+        self.page_scan = None;
+        self
+    }
+
+    /// Whether it reads the Parquet files itself (EXPLAIN: `read=pages`).
+    pub fn reads_pages(&self) -> bool {
+        self.page_scan.is_some()
     }
 
     /// The WHERE.
@@ -134,16 +154,26 @@ impl DisplayAs for FilterAggregateExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "FilterAggregateExec: predicate={}, aggr=[{}]",
+                "FilterAggregateExec: predicate={}, aggr=[{}]{}",
                 self.predicate,
-                names.join(", ")
+                names.join(", "),
+                if self.reads_pages() {
+                    ", read=pages"
+                } else {
+                    ""
+                }
             ),
             DisplayFormatType::TreeRender => {
                 write!(
                     f,
-                    "predicate={}\naggr=[{}]",
+                    "predicate={}\naggr=[{}]{}",
                     self.predicate,
-                    names.join(", ")
+                    names.join(", "),
+                    if self.reads_pages() {
+                        "\nread=pages"
+                    } else {
+                        ""
+                    }
                 )
             }
         }
@@ -177,22 +207,31 @@ impl ExecutionPlan for FilterAggregateExec {
         if children.len() != 1 {
             return internal_err!("FilterAggregateExec expects one child");
         }
-        Ok(Arc::new(Self::try_new(
+        let exec = Self::try_new(
             children.swap_remove(0),
             Arc::clone(&self.predicate),
             self.aggs.clone(),
             Arc::clone(&self.schema),
-        )?))
+        )?;
+        Ok(Arc::new(if self.page_scan.is_some() {
+            exec
+        } else {
+            exec.without_page_scan()
+        }))
     }
 
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
         // Fresh metrics for a re-run; the states live in the streams.
-        Ok(Arc::new(Self::try_new(
-            Arc::clone(&self.input),
-            Arc::clone(&self.predicate),
-            self.aggs.clone(),
-            Arc::clone(&self.schema),
-        )?))
+        Ok(Arc::new(Self {
+            input: Arc::clone(&self.input),
+            predicate: Arc::clone(&self.predicate),
+            cmps: self.cmps.clone(),
+            aggs: self.aggs.clone(),
+            schema: Arc::clone(&self.schema),
+            page_scan: self.page_scan.clone(),
+            cache: Arc::clone(&self.cache),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
     }
 
     fn execute(
@@ -200,8 +239,28 @@ impl ExecutionPlan for FilterAggregateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let input = self.input.execute(partition, context)?;
         let metrics = FilterAggregateMetrics::new(&self.metrics, partition);
+        if let Some(scan) = &self.page_scan {
+            let (scan, aggs, schema) =
+                (scan.clone(), self.aggs.clone(), Arc::clone(&self.schema));
+            let partitions = self.cache.partitioning.partition_count();
+            let reservation =
+                MemoryConsumer::new(format!("FilterAggregateExec[{partition}]"))
+                    .register(context.memory_pool());
+            let fut = async move {
+                let n = scan
+                    .count(partition, partitions, context, &metrics, reservation)
+                    .await?;
+                // Every aggregate is a count of the passing rows.
+                let accs = vec![Acc::Count(n as i64); aggs.len()];
+                stream::state_row(&accs, schema, &metrics)
+            };
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                Arc::clone(&self.schema),
+                futures::stream::once(fut),
+            )));
+        }
+        let input = self.input.execute(partition, context)?;
         let fut = stream::fold(
             input,
             self.cmps.clone(),

@@ -20,6 +20,11 @@ struct FilterAggregateProto {
     aggs: Vec<String>,
     #[prost(message, optional, tag = "3")]
     schema: Option<protobuf::Schema>,
+    /// It must not read the Parquet files itself: setting
+    /// `tsjoin.filter_aggregate_pages` was off when the plan was made
+    /// (whether the input qualifies is decided again on decoding).
+    #[prost(bool, tag = "4")]
+    no_pages: bool,
 }
 
 /// Appends `exec`'s fields (after the tag) to `buf`.
@@ -32,6 +37,7 @@ pub(crate) fn encode_exec(
         predicate: Some(serialize_physical_expr(exec.predicate(), codec)?),
         aggs: exec.agg_codes(),
         schema: Some(exec.schema().as_ref().try_into()?),
+        no_pages: !exec.reads_pages(),
     };
     encode_message(&msg, buf)
 }
@@ -52,10 +58,15 @@ pub(crate) fn decode_exec(
     };
     let predicate = parse_physical_expr(predicate, ctx, &input.schema(), codec)?;
     let schema: Schema = schema.try_into()?;
-    Ok(Arc::new(FilterAggregateExec::from_codes(
+    let exec = FilterAggregateExec::from_codes(
         Arc::clone(input),
         predicate,
         &msg.aggs,
         Arc::new(schema),
-    )?))
+    )?;
+    Ok(Arc::new(if msg.no_pages {
+        exec.without_page_scan()
+    } else {
+        exec
+    }))
 }

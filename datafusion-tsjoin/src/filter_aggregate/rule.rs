@@ -29,7 +29,11 @@ use std::sync::Arc;
 pub struct FilterAggregateRule;
 
 /// The fused form of `agg` over `filter`, if every piece qualifies.
-fn fuse(agg: &AggregateExec, filter: &FilterExec) -> Option<FilterAggregateExec> {
+fn fuse(
+    agg: &AggregateExec,
+    filter: &FilterExec,
+    pages: bool,
+) -> Option<FilterAggregateExec> {
     if !matches!(agg.mode(), AggregateMode::Partial | AggregateMode::Single)
         || !agg.group_expr().is_empty()
         || agg.filter_expr().iter().any(Option::is_some)
@@ -91,13 +95,18 @@ fn fuse(agg: &AggregateExec, filter: &FilterExec) -> Option<FilterAggregateExec>
     if !types_match {
         return None;
     }
-    FilterAggregateExec::try_new(
+    let exec = FilterAggregateExec::try_new(
         Arc::clone(input),
         Arc::clone(filter.predicate()),
         aggs,
         schema,
     )
-    .ok()
+    .ok()?;
+    Some(if pages {
+        exec
+    } else {
+        exec.without_page_scan()
+    })
 }
 
 impl PhysicalOptimizerRule for FilterAggregateRule {
@@ -110,6 +119,7 @@ impl PhysicalOptimizerRule for FilterAggregateRule {
         if !on {
             return Ok(plan);
         }
+        let pages = crate::config::rule_enabled(config, |o| o.filter_aggregate_pages);
         plan.transform_up(|node| {
             let Some(agg) = node.downcast_ref::<AggregateExec>() else {
                 return Ok(Transformed::no(node));
@@ -117,7 +127,7 @@ impl PhysicalOptimizerRule for FilterAggregateRule {
             let Some(filter) = agg.input().downcast_ref::<FilterExec>() else {
                 return Ok(Transformed::no(node));
             };
-            match fuse(agg, filter) {
+            match fuse(agg, filter, pages) {
                 Some(exec) => {
                     Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>))
                 }

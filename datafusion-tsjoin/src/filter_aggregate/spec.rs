@@ -80,6 +80,14 @@ fn collect(
 }
 
 impl Cmp {
+    /// The column it compares (a comparison always has one side a column).
+    pub(crate) fn column(&self) -> Option<&Column> {
+        let b = self.expr.downcast_ref::<BinaryExpr>()?;
+        b.left()
+            .downcast_ref::<Column>()
+            .or_else(|| b.right().downcast_ref::<Column>())
+    }
+
     /// Rows of `batch` where the comparison is TRUE (NULL is not).
     pub(crate) fn mask(&self, batch: &RecordBatch) -> Result<BooleanBuffer> {
         let r = self.expr.evaluate(batch)?.into_array(batch.num_rows())?;

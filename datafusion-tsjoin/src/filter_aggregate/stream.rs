@@ -1,7 +1,7 @@
 //! The per-partition fold of [`super::FilterAggregateExec`].
 
 use super::metrics::FilterAggregateMetrics;
-use super::spec::{Cmp, FusedAgg};
+use super::spec::{Acc, Cmp, FusedAgg};
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::cast;
@@ -53,6 +53,16 @@ pub(crate) async fn fold(
             }
         }
     }
+    state_row(&accs, schema, &metrics)
+}
+
+/// The aggregates' states `accs` as one row of `schema` (the partial
+/// aggregate's state types), recorded as the partition's output.
+pub(crate) fn state_row(
+    accs: &[Acc],
+    schema: SchemaRef,
+    metrics: &FilterAggregateMetrics,
+) -> Result<RecordBatch> {
     let columns = accs
         .iter()
         .zip(schema.fields())

@@ -13,12 +13,13 @@
 use super::accumulate::count_ids;
 use super::group_keys::GroupKeys;
 use crate::kernels::rle::HybridDecoder;
+use crate::parquet_read::{FlatPage, flat_page};
 use bytes::Bytes;
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringViewBuilder, new_null_array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::parquet::basic::Encoding;
-use datafusion::parquet::column::page::{Page, PageReader};
+use datafusion::parquet::column::page::PageReader;
 use std::sync::Arc;
 
 /// Group of a dictionary entry no row has used yet.
@@ -213,72 +214,17 @@ impl KeyChunk {
                 .pages
                 .get_next_page()
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let (rows, encoding, levels, values) = match page {
-                None => return Ok(false),
-                Some(Page::DictionaryPage {
-                    buf,
-                    num_values,
-                    encoding,
-                    ..
-                }) => {
-                    if !matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY) {
-                        return Err(corrupt(format!(
-                            "dictionary page encoded as {encoding}"
-                        )));
-                    }
+            let Some(page) = page else { return Ok(false) };
+            let (rows, encoding, levels, values) = match flat_page(page, self.nullable)? {
+                FlatPage::Dictionary { values, len } => {
                     // Rows counted against the old dictionary go to its groups.
                     self.flush_hist(keys, counts)?;
-                    self.dict = plain(self.kind, &buf, &mut 0, num_values as usize)?;
+                    self.dict = plain(self.kind, &values, &mut 0, len)?;
                     self.groups = vec![UNMAPPED; self.dict.len()];
                     self.padded_stale = true;
                     continue;
                 }
-                Some(Page::DataPage {
-                    buf,
-                    num_values,
-                    encoding,
-                    def_level_encoding,
-                    ..
-                }) => {
-                    if !self.nullable {
-                        (num_values, encoding, None, buf)
-                    } else {
-                        if def_level_encoding != Encoding::RLE {
-                            return Err(corrupt(format!(
-                                "definition levels encoded as {def_level_encoding}"
-                            )));
-                        }
-                        let len =
-                            buf.get(..4).ok_or_else(|| corrupt("page too short"))?;
-                        let len =
-                            u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-                        let levels = buf
-                            .get(4..4 + len)
-                            .ok_or_else(|| corrupt("levels past the end"))?;
-                        (
-                            num_values,
-                            encoding,
-                            Some(buf.slice_ref(levels)),
-                            buf.slice(4 + len..),
-                        )
-                    }
-                }
-                Some(Page::DataPageV2 {
-                    buf,
-                    num_values,
-                    encoding,
-                    def_levels_byte_len,
-                    rep_levels_byte_len,
-                    ..
-                }) => {
-                    let (r, d) =
-                        (rep_levels_byte_len as usize, def_levels_byte_len as usize);
-                    if buf.len() < r + d {
-                        return Err(corrupt("levels past the end"));
-                    }
-                    let levels = self.nullable.then(|| buf.slice(r..r + d));
-                    (num_values, encoding, levels, buf.slice(r + d..))
-                }
+                FlatPage::Data(p) => (p.rows, p.encoding, p.levels, p.values),
             };
             let values = match encoding {
                 Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY => {
@@ -294,7 +240,7 @@ impl KeyChunk {
             };
             let levels = levels.map(|l| HybridDecoder::new(l, 1)).transpose()?;
             self.page = Some(PageState {
-                rows_left: rows as usize,
+                rows_left: rows,
                 levels,
                 values,
             });
@@ -621,7 +567,7 @@ impl KeyChunk {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::parquet::column::page::PageMetadata;
+    use datafusion::parquet::column::page::{Page, PageMetadata};
 
     /// Pages handed out from memory.
     struct Pages(std::vec::IntoIter<Page>);

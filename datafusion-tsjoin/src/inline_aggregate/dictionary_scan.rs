@@ -33,9 +33,9 @@
 
 use super::accumulate::InlineAgg;
 use super::dictionary_codes::{KeyChunk, Physical};
-use super::fetched::{Chunks, chunk_range};
 use super::group_keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::table::Table;
+use crate::parquet_read::{Chunks, chunk_range, fetch_footers, row_groups_in_range};
 use crate::priority::{Admission, PlannedAdmission, PriorityGateExec, Turn};
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
@@ -62,7 +62,6 @@ use datafusion::physical_expr::expressions::{CastExpr, Column};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
-use futures::StreamExt;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -240,30 +239,7 @@ impl DictionaryScan {
         let (mut rows, mut entries) = (0u64, 0u64);
         // Per key column, the largest dictionary of a row group (estimated).
         let mut largest = vec![0u64; self.keys.len()];
-        // Footers are fetched a few at a time, as the scan's partitions
-        // would fetch theirs side by side.
-        let fetches: Vec<_> = self
-            .files
-            .iter()
-            .map(|file| {
-                let reader = factory.create_reader(
-                    0,
-                    file.clone(),
-                    file.metadata_size_hint,
-                    metrics,
-                );
-                async move {
-                    reader?
-                        .get_metadata(None)
-                        .await
-                        .map_err(DataFusionError::from)
-                }
-            })
-            .collect();
-        let footers: Vec<Result<_>> = futures::stream::iter(fetches)
-            .buffered(FOOTER_FETCHES)
-            .collect()
-            .await;
+        let footers = fetch_footers(&self.files, &factory, metrics, false).await;
         for (file, meta) in self.files.iter().zip(footers) {
             // An unreadable footer: let the scan report it as it would.
             let Ok(meta) = meta else { return Ok(None) };
@@ -388,19 +364,7 @@ impl DictionaryScan {
         key_roots.extend(roots.iter().copied());
         let decoded = ProjectionMask::roots(descr, key_roots);
         let args = (!roots.is_empty()).then(|| ProjectionMask::roots(descr, roots));
-        // Row groups that start inside the file's range, as DataFusion's
-        // Parquet opener assigns them.
-        let row_groups = (0..arrow.metadata().num_row_groups())
-            .filter(|&rg| {
-                let col = arrow.metadata().row_group(rg).column(0);
-                let start = col
-                    .dictionary_page_offset()
-                    .unwrap_or_else(|| col.data_page_offset());
-                file.range
-                    .as_ref()
-                    .is_none_or(|r| r.start <= start && start < r.end)
-            })
-            .collect();
+        let row_groups = row_groups_in_range(arrow.metadata(), file);
         Some(FileInfo {
             file: file.clone(),
             keys,
@@ -416,9 +380,6 @@ impl DictionaryScan {
 /// product of its dictionaries' estimated sizes may promise at planning):
 /// the composite table's own limit.
 const MAX_TUPLES: usize = COMPOSITE_MAX_GROUPS;
-
-/// Footers fetched at once.
-const FOOTER_FETCHES: usize = 16;
 
 /// Rows per dictionary entry (over all row groups) below which a query with
 /// arguments reads decoded keys instead.

@@ -33,7 +33,6 @@ mod dictionary_scan;
 mod exec;
 mod exhausted;
 mod fallback;
-mod fetched;
 mod group_keys;
 mod int_map;
 mod metrics;

@@ -149,6 +149,21 @@ fn map_groups(
     by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
 }
 
+/// A stretch of codes as [`HybridDecoder::visit_runs`] meets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run<'a> {
+    /// `count` copies of `value`.
+    Repeat { value: u32, count: usize },
+    /// `count` bit-packed codes from code `first` of the packed run that
+    /// starts at `bytes` (at width 1 the run's bytes are a bitmap, least
+    /// significant bit first).
+    Packed {
+        bytes: &'a [u8],
+        first: usize,
+        count: usize,
+    },
+}
+
 /// A resumable reader of one RLE / bit-packed hybrid stream of `width`-bit
 /// codes over `D` (a byte slice or `Bytes`).
 #[derive(Debug, Clone)]
@@ -290,6 +305,37 @@ impl<D: AsRef<[u8]>> HybridDecoder<D> {
             }
         }
         Ok(filled)
+    }
+
+    /// Visits the next `n` codes run by run, without decoding them (see
+    /// [`Run`]). Returns how many codes it visited (fewer than `n` only at
+    /// the end of the data).
+    pub fn visit_runs(&mut self, n: usize, mut f: impl FnMut(Run<'_>)) -> Result<usize> {
+        let mut done = 0;
+        while done < n {
+            if self.repeat.1 > 0 {
+                let k = self.repeat.1.min(n - done);
+                f(Run::Repeat {
+                    value: self.repeat.0,
+                    count: k,
+                });
+                self.repeat.1 -= k;
+                done += k;
+            } else if self.packed.1 < self.packed.2 {
+                let (base, next, end) = self.packed;
+                let k = (end - next).min(n - done);
+                f(Run::Packed {
+                    bytes: &self.data.as_ref()[base..],
+                    first: next,
+                    count: k,
+                });
+                self.packed.1 += k;
+                done += k;
+            } else if !self.next_run()? {
+                break;
+            }
+        }
+        Ok(done)
     }
 
     /// Adds the next `n` codes to `hist` (`hist[code] += 1`; an RLE run adds
@@ -453,6 +499,36 @@ mod tests {
                 got.truncate(n);
                 assert_eq!(got, codes, "width {width}, {n} codes");
             }
+        }
+    }
+
+    #[test]
+    fn runs_visited_hold_what_was_encoded() {
+        let mut rng = StdRng::seed_from_u64(9);
+        for width in [1u8, 2, 7, 13] {
+            let codes = random_codes(&mut rng, 3000, width);
+            let data = encode(&codes, width);
+            let mut d = HybridDecoder::new(&data[..], width).unwrap();
+            let mut got = vec![];
+            // Two calls: the split falls inside a run.
+            for n in [1111, 3000 - 1111] {
+                let visited = d
+                    .visit_runs(n, |run| match run {
+                        Run::Repeat { value, count } => {
+                            got.extend(std::iter::repeat_n(value, count))
+                        }
+                        Run::Packed {
+                            bytes,
+                            first,
+                            count,
+                        } => got.extend((first..first + count).map(|i| {
+                            packed_value(bytes, 0, i, width as u32, (1u64 << width) - 1)
+                        })),
+                    })
+                    .unwrap();
+                assert_eq!(visited, n);
+            }
+            assert_eq!(got, codes, "width {width}");
         }
     }
 

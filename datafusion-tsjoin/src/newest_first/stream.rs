@@ -3,6 +3,7 @@
 
 use super::exec::shape;
 use super::metrics::NewestFirstMetrics;
+use crate::parquet_read::fetch_footers;
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
 use datafusion::arrow::compute::{SortOptions, cast, concat_batches, sort_to_indices};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -28,9 +29,6 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 use std::sync::Arc;
-
-/// Footers fetched side by side.
-const FOOTER_FETCHES: usize = 16;
 
 /// One row group to read, with the largest key it may hold (`i128::MAX`
 /// when its statistics do not say, or it holds NULL keys that rank first).
@@ -59,24 +57,8 @@ async fn candidates(
     key_type: &DataType,
     nulls_first: bool,
 ) -> Result<Vec<Candidate>> {
-    let scratch = ExecutionPlanMetricsSet::new();
-    let fetches: Vec<_> = files
-        .iter()
-        .map(|file| {
-            let reader =
-                factory.create_reader(0, file.clone(), file.metadata_size_hint, &scratch);
-            async move {
-                reader?
-                    .get_metadata(None)
-                    .await
-                    .map_err(DataFusionError::from)
-            }
-        })
-        .collect();
-    let footers: Vec<Result<_>> = futures::stream::iter(fetches)
-        .buffered(FOOTER_FETCHES)
-        .collect()
-        .await;
+    let footers =
+        fetch_footers(files, factory, &ExecutionPlanMetricsSet::new(), false).await;
     let mut out = vec![];
     for (file, meta) in footers.into_iter().enumerate() {
         let meta = meta?;

@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 /// Metrics of rows an operator read from files itself, bypassing its scan
 /// child (the inline aggregate's dictionary scan): they count as read.
-const SOURCE_ROW_METRICS: &[&str] = &["dictionary_scan_rows"];
+const SOURCE_ROW_METRICS: &[&str] = &["dictionary_scan_rows", "page_scan_rows"];
 
 /// No ETA is extrapolated from less than this fraction.
 const ETA_MIN_FRACTION: f64 = 0.01;

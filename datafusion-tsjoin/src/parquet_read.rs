@@ -1,0 +1,251 @@
+//! Reading Parquet row groups beside DataFusion's scan, for operators that
+//! read files themselves (the inline aggregate's dictionary scan, the
+//! fused filter aggregate's page scan, the newest-first TopK): footers
+//! fetched a few at a time ([`fetch_footers`]), the row groups of a file
+//! range as DataFusion's opener assigns them ([`row_groups_in_range`]), and
+//! [`Chunks`]: the column chunks of one row group, fetched in one request
+//! and read back as if they were the file, so that the page reader and
+//! arrow's record batch reader work on bytes already in memory.
+//!
+//! ```text
+//! file:    [ k chunk ][ other columns ... ][ v chunk ]
+//! Chunks:  (offset of k, k's bytes), (offset of v, v's bytes)
+//! reads:   any range inside one fetched chunk; anything else is an error
+//! ```
+
+use bytes::Bytes;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use datafusion::parquet::basic::Encoding;
+use datafusion::parquet::column::page::Page;
+use datafusion::parquet::file::metadata::PageIndexPolicy;
+use datafusion::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
+use datafusion::parquet::file::reader::{ChunkReader, Length};
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::StreamExt;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Footers fetched at once, as the scan's partitions would fetch theirs
+/// side by side.
+const FOOTER_FETCHES: usize = 16;
+
+/// The footers of `files`, in order, through `factory` (DataFusion's
+/// default caches them), with their page indexes when `page_index` (and
+/// the files have them); reads are counted in `metrics`.
+pub(crate) async fn fetch_footers(
+    files: &[PartitionedFile],
+    factory: &Arc<dyn ParquetFileReaderFactory>,
+    metrics: &ExecutionPlanMetricsSet,
+    page_index: bool,
+) -> Vec<Result<Arc<ParquetMetaData>>> {
+    let options = ArrowReaderOptions::new().with_page_index_policy(if page_index {
+        PageIndexPolicy::Optional
+    } else {
+        PageIndexPolicy::Skip
+    });
+    let fetches: Vec<_> = files
+        .iter()
+        .map(|file| {
+            let reader =
+                factory.create_reader(0, file.clone(), file.metadata_size_hint, metrics);
+            let options = options.clone();
+            async move {
+                reader?
+                    .get_metadata(Some(&options))
+                    .await
+                    .map_err(DataFusionError::from)
+            }
+        })
+        .collect();
+    futures::stream::iter(fetches)
+        .buffered(FOOTER_FETCHES)
+        .collect()
+        .await
+}
+
+/// The row groups of `meta` that start inside `file`'s byte range (all
+/// without one), as DataFusion's Parquet opener assigns them: by the
+/// offset of the first column's first page.
+pub(crate) fn row_groups_in_range(
+    meta: &ParquetMetaData,
+    file: &PartitionedFile,
+) -> Vec<usize> {
+    (0..meta.num_row_groups())
+        .filter(|&rg| {
+            let col = meta.row_group(rg).column(0);
+            let start = col
+                .dictionary_page_offset()
+                .unwrap_or_else(|| col.data_page_offset());
+            file.range
+                .as_ref()
+                .is_none_or(|r| r.start <= start && start < r.end)
+        })
+        .collect()
+}
+
+/// The file byte range of a column chunk.
+pub(crate) fn chunk_range(c: &ColumnChunkMetaData) -> Range<u64> {
+    let (start, len) = c.byte_range();
+    start..start + len
+}
+
+/// The fetched column chunks of one row group, read as a file.
+#[derive(Clone)]
+pub(crate) struct Chunks {
+    /// The file's size.
+    pub(crate) size: u64,
+    /// (file offset, bytes) of each chunk.
+    pub(crate) parts: Vec<(u64, Bytes)>,
+}
+
+impl Chunks {
+    /// The fetched bytes from file offset `start` to the end of its chunk.
+    fn tail(&self, start: u64) -> datafusion::parquet::errors::Result<Bytes> {
+        self.parts
+            .iter()
+            .find(|(at, b)| *at <= start && start < at + b.len() as u64)
+            .map(|(at, b)| b.slice((start - at) as usize..))
+            .ok_or_else(|| {
+                datafusion::parquet::errors::ParquetError::General(format!(
+                    "offset {start} was not fetched"
+                ))
+            })
+    }
+}
+
+impl Length for Chunks {
+    fn len(&self) -> u64 {
+        self.size
+    }
+}
+
+impl ChunkReader for Chunks {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> datafusion::parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        Ok(self.tail(start)?.reader())
+    }
+
+    fn get_bytes(
+        &self,
+        start: u64,
+        length: usize,
+    ) -> datafusion::parquet::errors::Result<Bytes> {
+        if length == 0 {
+            return Ok(Bytes::new());
+        }
+        let tail = self.tail(start)?;
+        if length > tail.len() {
+            return Err(datafusion::parquet::errors::ParquetError::General(format!(
+                "bytes {start}..{} were not fetched",
+                start + length as u64
+            )));
+        }
+        Ok(tail.slice(..length))
+    }
+}
+
+/// A page of a flat column (no repetition levels, definition levels only
+/// when nullable) split into what readers of its codes need.
+pub(crate) enum FlatPage {
+    /// A dictionary: `len` PLAIN values (PLAIN or PLAIN_DICTIONARY encoded).
+    Dictionary { values: Bytes, len: usize },
+    /// A data page (v1 or v2).
+    Data(DataPage),
+}
+
+/// A data page of a flat column.
+pub(crate) struct DataPage {
+    /// Values and NULLs (one definition level each).
+    pub(crate) rows: usize,
+    /// How its values are encoded.
+    pub(crate) encoding: Encoding,
+    /// RLE definition levels (1 bit each), when the column is nullable.
+    pub(crate) levels: Option<Bytes>,
+    /// The non-NULL values.
+    pub(crate) values: Bytes,
+}
+
+fn corrupt_page(what: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::External(format!("corrupt Parquet page: {what}").into())
+}
+
+/// Splits `page` of a flat column, nullable when its max definition level
+/// is 1. Levels encoded other than RLE and dictionaries other than PLAIN
+/// are errors (no current writer makes them for such columns).
+pub(crate) fn flat_page(page: Page, nullable: bool) -> Result<FlatPage> {
+    Ok(match page {
+        Page::DictionaryPage {
+            buf,
+            num_values,
+            encoding,
+            ..
+        } => {
+            if !matches!(encoding, Encoding::PLAIN | Encoding::PLAIN_DICTIONARY) {
+                return Err(corrupt_page(format!(
+                    "dictionary page encoded as {encoding}"
+                )));
+            }
+            FlatPage::Dictionary {
+                values: buf,
+                len: num_values as usize,
+            }
+        }
+        Page::DataPage {
+            buf,
+            num_values,
+            encoding,
+            def_level_encoding,
+            ..
+        } => {
+            if !nullable {
+                FlatPage::Data(DataPage {
+                    rows: num_values as usize,
+                    encoding,
+                    levels: None,
+                    values: buf,
+                })
+            } else {
+                if def_level_encoding != Encoding::RLE {
+                    return Err(corrupt_page(format!(
+                        "definition levels encoded as {def_level_encoding}"
+                    )));
+                }
+                let len = buf.get(..4).ok_or_else(|| corrupt_page("page too short"))?;
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                let levels = buf
+                    .get(4..4 + len)
+                    .ok_or_else(|| corrupt_page("levels past the end"))?;
+                FlatPage::Data(DataPage {
+                    rows: num_values as usize,
+                    encoding,
+                    levels: Some(buf.slice_ref(levels)),
+                    values: buf.slice(4 + len..),
+                })
+            }
+        }
+        Page::DataPageV2 {
+            buf,
+            num_values,
+            encoding,
+            def_levels_byte_len,
+            rep_levels_byte_len,
+            ..
+        } => {
+            let (r, d) = (rep_levels_byte_len as usize, def_levels_byte_len as usize);
+            if buf.len() < r + d {
+                return Err(corrupt_page("levels past the end"));
+            }
+            FlatPage::Data(DataPage {
+                rows: num_values as usize,
+                encoding,
+                levels: nullable.then(|| buf.slice(r..r + d)),
+                values: buf.slice(r + d..),
+            })
+        }
+    })
+}
