@@ -44,7 +44,7 @@ use crate::parquet_read::{Chunks, chunk_range, fetch_footers, row_groups_in_rang
 use crate::priority::{PlannedAdmission, PriorityGateExec, Turn};
 use datafusion::arrow::array::Array;
 use datafusion::arrow::buffer::BooleanBuffer;
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DataFusionError, Result};
@@ -84,6 +84,13 @@ use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use futures::StreamExt;
 use std::sync::Arc;
 
+/// Casts of a file's values to the table's type fail as DataFusion's
+/// scan fails them (an error, not NULL).
+const STRICT_CAST: CastOptions<'static> = CastOptions {
+    safe: false,
+    format_options: datafusion::arrow::util::display::FormatOptions::new(),
+};
+
 /// Rows per batch when a chunk goes through arrow's reader.
 const ARROW_BATCH_ROWS: usize = 8192;
 
@@ -104,6 +111,8 @@ pub(crate) struct PageScan {
     columns: Vec<ColumnPredicate>,
     /// The WHERE over the table's columns, for row-group statistics.
     pruning: Option<Arc<PruningPredicate>>,
+    /// Whether the scan prunes row groups by statistics (`pruning`).
+    stats_pruning: bool,
     /// The same for the page indexes (when the scan reads them): a row
     /// group where they rule pages out is read through arrow's reader,
     /// selected rows only, as DataFusion's scan would read it.
@@ -244,6 +253,7 @@ impl PageScan {
                 .collect(),
             columns,
             pruning,
+            stats_pruning: options.global.pruning,
             page_pruning,
             planned: gate.and_then(|g| g.planned().cloned()),
             gate: gate.map(|g| Turn::new(Arc::clone(g.scheduler()), g.priority())),
@@ -364,9 +374,15 @@ impl PageScan {
                     parts: ranges.iter().map(|r| r.start).zip(bytes).collect(),
                 };
                 let _timer = metrics.baseline.elapsed_compute().timer();
-                let hits = self
-                    .row_group(&arrow, &chunks, rg, &sources, &mut scratch, metrics)?
-                    .count();
+                let mut passing =
+                    self.row_group(&arrow, &chunks, rg, &sources, &mut scratch, metrics)?;
+                // Rows the page indexes ruled out do not count, as in
+                // DataFusion's scan (its pruning also drops NaN rows that
+                // compare above every number: statistics leave NaN out).
+                if let RowGroupAccess::Selection(rows) = &access.inner()[rg] {
+                    passing.and(&selection_bits(rows, n));
+                }
+                let hits = passing.count();
                 metrics.input_rows.add(n);
                 metrics.page_scan_rows.add(n);
                 metrics.row_groups_read.add(1);
@@ -430,7 +446,9 @@ impl PageScan {
         }
         let file_metrics =
             ParquetFileMetrics::new(0, file.object_meta.location.as_ref(), scratch);
-        if let Some(pruning) = &self.pruning {
+        if let Some(pruning) = &self.pruning
+            && self.stats_pruning
+        {
             let mut filter = RowGroupAccessPlanFilter::new(plan);
             filter.prune_by_statistics(
                 arrow.schema(),
@@ -493,7 +511,7 @@ impl PageScan {
                 let values = if values.data_type() == column.data_type() {
                     Arc::clone(values)
                 } else {
-                    cast(values, column.data_type())?
+                    cast_with_options(values, column.data_type(), &STRICT_CAST)?
                 };
                 let bits = column.eval(&values)?;
                 all = Some(match all {
@@ -560,7 +578,7 @@ impl PageScan {
                     let values = if values.data_type() == column.data_type() {
                         values
                     } else {
-                        cast(&values, column.data_type())?
+                        cast_with_options(&values, column.data_type(), &STRICT_CAST)?
                     };
                     let passing = column.eval(&values)?;
                     bits.push_bitmap(passing.sliced().as_slice(), passing.len());
@@ -589,6 +607,16 @@ impl PageScan {
         none.push_run(true, rows);
         Ok(all.unwrap_or(none))
     }
+}
+
+/// One bit per row of a row group of `n` rows: whether `rows` selects it.
+fn selection_bits(rows: &RowSelection, n: usize) -> RowBits {
+    let mut bits = RowBits::with_capacity(n);
+    for s in rows.iter() {
+        bits.push_run(!s.skip, s.row_count.min(n - bits.len()));
+    }
+    bits.push_run(false, n - bits.len());
+    bits
 }
 
 /// The leaves under root column `root`.
