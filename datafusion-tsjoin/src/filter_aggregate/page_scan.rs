@@ -42,7 +42,7 @@ use super::row_bits::RowBits;
 use super::spec::{Cmp, FusedAgg};
 use crate::parquet_read::{Chunks, chunk_range, fetch_footers, row_groups_in_range};
 use crate::priority::{PlannedAdmission, PriorityGateExec, Turn};
-use datafusion::arrow::array::Array;
+use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
@@ -508,12 +508,7 @@ impl PageScan {
                 let values = batch.column_by_name(column.name()).ok_or_else(|| {
                     DataFusionError::Internal(format!("{} not read", column.name()))
                 })?;
-                let values = if values.data_type() == column.data_type() {
-                    Arc::clone(values)
-                } else {
-                    cast_with_options(values, column.data_type(), &STRICT_CAST)?
-                };
-                let bits = column.eval(&values)?;
+                let bits = file_values_bits(column, values)?;
                 all = Some(match all {
                     Some(a) => &a & &bits,
                     None => bits,
@@ -574,13 +569,7 @@ impl PageScan {
                 .with_batch_size(ARROW_BATCH_ROWS)
                 .build()?;
                 for batch in reader {
-                    let values = batch?.column(0).clone();
-                    let values = if values.data_type() == column.data_type() {
-                        values
-                    } else {
-                        cast_with_options(&values, column.data_type(), &STRICT_CAST)?
-                    };
-                    let passing = column.eval(&values)?;
+                    let passing = file_values_bits(column, batch?.column(0))?;
                     bits.push_bitmap(passing.sliced().as_slice(), passing.len());
                 }
             }
@@ -607,6 +596,22 @@ impl PageScan {
         none.push_run(true, rows);
         Ok(all.unwrap_or(none))
     }
+}
+
+/// Where `column`'s comparisons hold over `values` read from a file, cast
+/// to the table's type first when the file's differs.
+fn file_values_bits(
+    column: &ColumnPredicate,
+    values: &ArrayRef,
+) -> Result<BooleanBuffer> {
+    if values.data_type() == column.data_type() {
+        return column.eval(values);
+    }
+    column.eval(&cast_with_options(
+        values,
+        column.data_type(),
+        &STRICT_CAST,
+    )?)
 }
 
 /// One bit per row of a row group of `n` rows: whether `rows` selects it.

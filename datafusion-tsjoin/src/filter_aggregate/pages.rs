@@ -151,9 +151,9 @@ impl ColumnPredicate {
         scratch: &mut Scratch,
     ) -> Result<bool> {
         let start = out.len();
-        // Per dictionary entry, 1 where the comparisons hold.
+        // Per dictionary entry, 1 where the comparisons hold (empty until
+        // the dictionary page; never empty after it: padded to at least 1).
         let mut table: Vec<u32> = vec![];
-        let mut dict_len = None;
         while out.len() - start < rows {
             let page = pages
                 .get_next_page()
@@ -167,7 +167,6 @@ impl ColumnPredicate {
                     // writer gives this dictionary indexes the table.
                     table = bits.iter().map(u32::from).collect();
                     table.resize(len.max(1).next_power_of_two(), OUT_OF_RANGE);
-                    dict_len = Some(len);
                     continue;
                 }
                 FlatPage::Data(p) => (p.rows, p.encoding, p.levels, p.values),
@@ -208,7 +207,7 @@ impl ColumnPredicate {
             };
             match encoding {
                 Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY => {
-                    if dict_len.is_none() {
+                    if table.is_empty() {
                         return Err(corrupt("dictionary codes without a dictionary"));
                     }
                     codes_to_bits(&values, &table, valid, &mut scratch.codes)?;
