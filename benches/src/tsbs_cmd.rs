@@ -40,6 +40,11 @@ pub struct TsbsArgs {
     /// Where the JSON and markdown results go.
     #[arg(long, default_value = "benches/results/tsbs")]
     out: PathBuf,
+    /// Untimed runs of each query on each engine before the timed ones: a
+    /// query's first run was the slowest of its engine's (by up to 20% at
+    /// 100M rows), and whichever engine ran first took that cost.
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
     /// Also run tsjoin with this setting (`tsjoin.late_materialize=false`),
     /// as one more engine column; repeatable, one session per setting.
     #[arg(long)]
@@ -200,8 +205,17 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
             })
             .collect();
         let mut rows_read = vec![0usize; engines.len()];
-        for _ in 0..args.run.runs {
-            for (i, (_, ctx, tsjoin, dialect)) in engines.iter().enumerate() {
+        for (_, ctx, tsjoin, dialect) in &engines {
+            for _ in 0..args.warmup {
+                runner::run_query(ctx, *tsjoin, &q.sql(*dialect)).await?;
+            }
+        }
+        for run in 0..args.run.runs {
+            // Each run starts with the next engine, so that none always
+            // runs right after the previous query.
+            for k in 0..engines.len() {
+                let i = (run + k) % engines.len();
+                let (_, ctx, tsjoin, dialect) = &engines[i];
                 let (batches, secs, plan) =
                     runner::run_query(ctx, *tsjoin, &q.sql(*dialect)).await?;
                 ms[i].times.push(secs);
@@ -248,12 +262,14 @@ fn report(
     }
     let mut md = format!(
         "# TSBS IoT, ~{} readings / {} trucks, {threads} threads\n\n\
-         Machine: {}. Best of {} runs (hot), seconds; `x` = engine time / tsjoin time. \
+         Machine: {}. Best of {} runs (hot, after {} untimed run(s) per engine; each run \
+         starts with the next engine), seconds; `x` = engine time / tsjoin time. \
          Answers checked against tsjoin's (LIMIT queries: the timestamps).\n\n| query |",
         config.rows,
         config.trucks,
         machine(),
         args.run.runs,
+        args.warmup,
     );
     for e in &engines {
         md.push_str(&format!(" {e} |"));
@@ -309,6 +325,7 @@ fn report(
         "machine": machine(),
         "rows": config.rows, "trucks": config.trucks, "seed": config.seed, "threads": threads,
         "runs": args.run.runs,
+        "warmup_runs": args.warmup,
         "queries": qs.iter().map(|q| json!({"name": q.name, "tsjoin": q.sql(Dialect::Tsjoin),
             "datafusion": q.sql(Dialect::DataFusion), "duckdb": q.sql(Dialect::DuckDb),
             "clickhouse": q.sql(Dialect::ClickHouse)})).collect::<Vec<_>>(),
