@@ -74,6 +74,8 @@ pub const NEWEST_FIRST_TAG: u8 = 0xB8;
 pub const FILTER_AGGREGATE_TAG: u8 = 0xB7;
 /// First byte of an encoded [`crate::join_filter::LipFilterExec`].
 pub const LIP_FILTER_TAG: u8 = 0xB9;
+/// First byte of an encoded [`crate::latest_by::LatestByExec`].
+pub const LATEST_BY_TAG: u8 = 0xBA;
 
 /// Whether `byte` starts a tsjoin encoding: tsjoin reserves the tags
 /// `0xB1..=0xBF` for its nodes, so a codec that wraps these codecs beside
@@ -572,6 +574,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&LIP_FILTER_TAG, rest)) = buf.split_first() {
             return crate::join_filter::proto::decode_exec(rest, inputs, ctx, self);
         }
+        if let Some((&LATEST_BY_TAG, rest)) = buf.split_first() {
+            return crate::latest_by::proto::decode_exec(rest, inputs, ctx, self);
+        }
         if let Some((&TAIL_TAG, rest)) = buf.split_first() {
             let range = decode_range(rest).ok_or_else(|| decode_err("tail range"))?;
             let [input] = inputs else {
@@ -740,6 +745,10 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some(exec) = node.downcast_ref::<crate::join_filter::LipFilterExec>() {
             buf.push(LIP_FILTER_TAG);
             return crate::join_filter::proto::encode_exec(exec, self, buf);
+        }
+        if let Some(exec) = node.downcast_ref::<crate::latest_by::LatestByExec>() {
+            buf.push(LATEST_BY_TAG);
+            return crate::latest_by::proto::encode_exec(exec, self, buf);
         }
         if let Some(exec) = node.downcast_ref::<TailExec>() {
             buf.push(TAIL_TAG);

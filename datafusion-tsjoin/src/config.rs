@@ -73,6 +73,11 @@ config_namespace! {
         /// by row group, newest first, stopping once no unread row group
         /// can contribute (see `newest_first`).
         pub newest_first_scan: bool, default = true
+        /// Answer `row_number() OVER (PARTITION BY k ORDER BY o) = 1` (one
+        /// row per key, QuestDB's `LATEST ON`) by keeping each key's best
+        /// row as the rows stream past, partial per partition then merged,
+        /// instead of sorting the input (see `latest_by`).
+        pub latest_by: bool, default = true
         /// Fold `count`/`sum`/`min`/`max` without GROUP BY over a WHERE of
         /// column-vs-literal comparisons in one pass per batch (see
         /// `filter_aggregate`).

@@ -31,6 +31,7 @@ pub mod inline_aggregate;
 pub mod join_filter;
 mod kernels;
 pub mod late_materialize;
+pub mod latest_by;
 pub mod newest_first;
 pub mod offset_topk;
 mod parquet_read;

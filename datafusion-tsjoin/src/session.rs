@@ -99,6 +99,15 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             .position(|r| r.name() == "join_selection")
             .map_or(0, |i| i + 1);
         rules.insert(at, Arc::new(crate::join_filter::FactProbeRule));
+        // Before DataFusion places repartitions and sorts (after its own
+        // WindowTopN, off by default): the window's sort is never added, and
+        // the keys' repartition goes between the partial and the final
+        // operator.
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "EnsureRequirements")
+            .unwrap_or(0);
+        rules.insert(at, Arc::new(crate::latest_by::LatestByRule));
         let at = rules
             .iter()
             .position(|r| r.name() == "EnsureRequirements")

@@ -14,6 +14,7 @@ mod groupby;
 mod horizon;
 mod join_filter;
 mod late_materialize;
+mod latest_by;
 mod lifecycle;
 mod limit_diff;
 mod limits;

@@ -82,8 +82,9 @@ impl KeyShape {
     }
 }
 
-/// Types kept as `i64` by [`KeyShape::Int`] (and cast back on output).
-fn int_like(t: &DataType) -> bool {
+/// Types kept as `i64` by [`KeyShape::Int`] (and cast back on output):
+/// their cast to `Int64` is lossless and keeps their order.
+pub(crate) fn int_like(t: &DataType) -> bool {
     matches!(
         t,
         DataType::Int8

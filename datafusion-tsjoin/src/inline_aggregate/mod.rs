@@ -46,3 +46,4 @@ pub use exec::InlineAggregateExec;
 pub use rule::InlineAggregateRule;
 
 pub(crate) use accumulate::{AggFn, InlineAgg};
+pub(crate) use group_keys::{GroupKeys, int_like};

@@ -137,6 +137,9 @@ pub fn rewrite_statement(stmt: &mut Statement, ctx: &AstContext) -> Result<()> {
     impl VisitorMut for Pass<'_> {
         type Break = DataFusionError;
         fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<DataFusionError> {
+            if let Err(e) = super::latest_on::rewrite_query(q, self.0) {
+                return ControlFlow::Break(e);
+            }
             let Query { body, order_by, .. } = q;
             match rewrite_set_expr(body, order_by.as_mut(), self.0) {
                 Ok(()) => ControlFlow::Continue(()),
@@ -190,7 +193,7 @@ fn relation_qualifier(t: &TableFactor) -> Option<String> {
     }
 }
 
-fn is_aggregate(f: &Function, ctx: &AstContext) -> bool {
+pub(super) fn is_aggregate(f: &Function, ctx: &AstContext) -> bool {
     f.over.is_none()
         && f.name.0.last().is_some_and(|p| match p {
             ObjectNamePart::Identifier(i) => {

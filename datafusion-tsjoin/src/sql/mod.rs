@@ -11,6 +11,7 @@ mod asof;
 mod ast;
 mod depth;
 mod horizon;
+mod latest_on;
 mod limit;
 mod questdb_ddl;
 mod relation;
@@ -47,6 +48,7 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
         .tokenize_with_location()
         .map_err(|e| DataFusionError::SQL(Box::new(e.into()), None))?;
     let tokens = questdb_ddl::rewrite_questdb_ddl(tokens);
+    let tokens = latest_on::rewrite_latest_on(tokens)?;
     let tokens = rewrite::rewrite_window_joins(tokens, dialect.as_ref())?;
     let tokens = asof::rewrite_asof_joins(tokens)?;
     let tokens = horizon::rewrite_horizon_joins(tokens)?;

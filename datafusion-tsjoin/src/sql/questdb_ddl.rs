@@ -167,7 +167,8 @@ impl Edit {
     }
 
     /// QuestDB's implicit SELECT, a table name in parentheses with a clause:
-    /// `(trades WHERE price > 5)` and `(trades LIMIT 5)` read `(SELECT *
+    /// `(trades WHERE price > 5)`, `(trades LATEST ON ts PARTITION BY sym)`
+    /// and `(trades LIMIT 5)` read `(SELECT *
     /// FROM trades …)`, and its `LIMIT lo, hi` (rows lo+1 to hi, unlike
     /// MySQL's offset and count) becomes `LIMIT hi-lo OFFSET lo`.
     fn implicit_selects(&mut self, statement: &[TokenWithSpan]) {
@@ -183,7 +184,7 @@ impl Edit {
             let table = matches!(tok(p), Token::Word(w) if !["SELECT", "WITH", "VALUES"].iter().any(|k| w.value.eq_ignore_ascii_case(k)));
             if tok(p - 1) != &Token::LParen
                 || !table
-                || !(is(p + 1, "WHERE") || is(p + 1, "LIMIT"))
+                || !(is(p + 1, "WHERE") || is(p + 1, "LIMIT") || is(p + 1, "LATEST"))
             {
                 continue;
             }
