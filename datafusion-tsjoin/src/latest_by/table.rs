@@ -19,6 +19,7 @@ use datafusion::arrow::compute::{interleave_record_batch, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result;
 use datafusion::physical_expr::PhysicalSortExpr;
+use datafusion::physical_expr_common::utils::evaluate_expressions_to_arrays;
 use datafusion::physical_plan::PhysicalExpr;
 use datafusion::physical_plan::spill::get_record_batch_memory_size;
 use std::sync::Arc;
@@ -123,8 +124,8 @@ impl LatestRows {
             return Ok(());
         }
         let n = batch.num_rows();
-        let keys = evaluate(&self.partition_by, batch)?;
-        let order = evaluate(&self.order_by, batch)?;
+        let keys = evaluate_expressions_to_arrays(&self.partition_by, batch)?;
+        let order = evaluate_expressions_to_arrays(&self.order_by, batch)?;
         let groups = match &mut self.keys {
             Some(k) => {
                 k.assign(&keys, &mut self.ids, None, 0)?;
@@ -211,17 +212,6 @@ impl LatestRows {
         }
         self.live()
     }
-}
-
-/// `exprs` over `batch`, as arrays.
-fn evaluate(
-    exprs: &[Arc<dyn PhysicalExpr>],
-    batch: &RecordBatch,
-) -> Result<Vec<ArrayRef>> {
-    exprs
-        .iter()
-        .map(|e| e.evaluate(batch)?.into_array(batch.num_rows()))
-        .collect()
 }
 
 /// `batch` without references to the buffers of the batch it was taken
