@@ -196,6 +196,16 @@ async fn only_first_row_filters_over_row_number_are_replaced() {
         let plan = physical_plan(&ctx, sql).await;
         assert!(!contains_operator(&plan, "LatestByExec"), "{sql}");
     }
+    // A window over no columns stays DataFusion's and answers.
+    let rows = query_rows(
+        &ctx,
+        "SELECT count(*) FROM (SELECT row_number() OVER () AS rn FROM t) WHERE rn = 1",
+    )
+    .await;
+    assert_eq!(
+        rows,
+        vec![vec![if data.is_empty() { "0" } else { "1" }.to_string()]]
+    );
 }
 
 #[tokio::test]

@@ -87,7 +87,10 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan
         return Ok(None);
     };
     let rn = input.schema().fields().len();
-    if !is_row_number(expr)
+    // (A window over no columns: the kept rows would be batches without
+    // columns, which arrow's take and interleave cannot build.)
+    if rn == 0
+        || !is_row_number(expr)
         || window.schema().fields().len() != rn + 1
         || input.boundedness().is_unbounded()
     {

@@ -28,7 +28,8 @@ use super::rewrite::{error_at, skip_ws, word_is};
 use datafusion::common::{DataFusionError, Result, plan_datafusion_err};
 use sqlparser::ast::{
     BinaryOperator, Distinct, Expr, GroupByExpr, OrderBy, OrderByExpr, OrderByKind,
-    OrderByOptions, Query, Select, SelectItem, SetExpr, TableFactor, Visit, Visitor,
+    OrderByOptions, Query, Select, SelectItem, SetExpr, TableFactor, TableWithJoins,
+    Visit, Visitor,
 };
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -141,15 +142,20 @@ pub fn rewrite_latest_on(mut tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWith
         out.extend(tokens[..i].iter().cloned());
         out.extend(tokens[keys_end..at].iter().cloned());
         out.extend(marker);
-        from = out.len();
+        // Again from the clause's place: the GROUP BY and HAVING moved in
+        // front of the marker may hold a LATEST ON of their own.
+        from = i;
         out.extend(tokens[at..].iter().cloned());
         tokens = out;
     }
     Ok(tokens)
 }
 
-/// Whether `LATEST ON` starts at `i` as a clause (not as a relation named
-/// `latest` before a join's ON).
+/// Whether `LATEST ON` starts at `i` as a clause, not as a relation named
+/// or aliased `latest` before a join's ON: right after `FROM`, `JOIN`,
+/// `AS` or a comma, or when the nearest `FROM`, `JOIN`, `ON` or `WHERE`
+/// before it at its nesting level is a `JOIN` (whose ON this is), it is a
+/// relation.
 fn is_clause(tokens: &[TokenWithSpan], i: usize) -> bool {
     if !word_is(&tokens[i].token, "LATEST") {
         return false;
@@ -162,10 +168,26 @@ fn is_clause(tokens: &[TokenWithSpan], i: usize) -> bool {
         .iter()
         .rev()
         .find(|t| !matches!(t.token, Token::Whitespace(_)));
-    !before.is_some_and(|t| {
+    if before.is_some_and(|t| {
         matches!(t.token, Token::Comma)
             || ["FROM", "JOIN", "AS"].iter().any(|w| word_is(&t.token, w))
-    })
+    }) {
+        return false;
+    }
+    let mut depth = 0i32;
+    for t in tokens[..i].iter().rev() {
+        match &t.token {
+            Token::RParen => depth += 1,
+            Token::LParen if depth == 0 => break,
+            Token::LParen => depth -= 1,
+            t if depth == 0 && word_is(t, "JOIN") => return false,
+            t if depth == 0 && ["FROM", "ON", "WHERE"].iter().any(|w| word_is(t, w)) => {
+                return true;
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 /// The timestamp and keys of a LATEST ON marker in `select`'s QUALIFY.
@@ -235,6 +257,18 @@ fn aggregates(select: &Select, ctx: &AstContext) -> bool {
             .any(|p| p.visit(&mut Calls(ctx)).is_break())
 }
 
+/// Whether a SELECT-list alias takes the name of the unqualified `ts`: an
+/// added `ORDER BY ts` would then order by the alias, so none is added.
+fn renamed_to(select: &Select, ts: &Expr) -> bool {
+    let Expr::Identifier(ts) = ts else {
+        return false;
+    };
+    select.projection.iter().any(|p| {
+        matches!(p, SelectItem::ExprWithAlias { alias, .. }
+            if alias.value.eq_ignore_ascii_case(&ts.value))
+    })
+}
+
 /// Applies the LATEST ON markers of `q`'s SELECT (and of the SELECTs of
 /// its set operations): see the module docs.
 pub(super) fn rewrite_query(q: &mut Query, ctx: &AstContext) -> Result<()> {
@@ -244,6 +278,7 @@ pub(super) fn rewrite_query(q: &mut Query, ctx: &AstContext) -> Result<()> {
             if let Some(ts) = rewrite_select(select)?
                 && order_by.is_none()
                 && !aggregates(select, ctx)
+                && !renamed_to(select, &ts)
             {
                 *order_by = Some(OrderBy {
                     kind: OrderByKind::Expressions(vec![OrderByExpr {
@@ -285,21 +320,17 @@ fn rewrite_select(select: &mut Select) -> Result<Option<Expr>> {
         return Ok(None);
     };
     let filter = newest_row(&ts, &keys)?;
-    let [twj] = select.from.as_slice() else {
-        // Several relations: the filter over their join, in place.
-        select.qualify = Some(filter);
-        return Ok(Some(ts));
-    };
-    if !twj.joins.is_empty() {
-        select.qualify = Some(filter);
-        return Ok(Some(ts));
-    }
-    let alias = match &twj.relation {
-        TableFactor::Table { alias: Some(a), .. }
-        | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.clone()),
-        TableFactor::Table { name, .. } => {
-            name.0.last().and_then(|p| p.as_ident().cloned())
-        }
+    // One relation keeps its name on the derived table; a join's columns
+    // keep their own qualifiers through an unnamed one.
+    let alias = match select.from.as_slice() {
+        [twj] if twj.joins.is_empty() => match &twj.relation {
+            TableFactor::Table { alias: Some(a), .. }
+            | TableFactor::Derived { alias: Some(a), .. } => Some(a.name.clone()),
+            TableFactor::Table { name, .. } => {
+                name.0.last().and_then(|p| p.as_ident().cloned())
+            }
+            _ => None,
+        },
         _ => None,
     };
     let mut inner = select.clone();
@@ -320,7 +351,10 @@ fn rewrite_select(select: &mut Select) -> Result<Option<Expr>> {
         .try_with_sql(&sql)
         .and_then(|mut p| p.parse_table_factor())
         .map_err(parse_err)?;
-    select.from[0].relation = derived;
+    select.from = vec![TableWithJoins {
+        relation: derived,
+        joins: vec![],
+    }];
     select.selection = None;
     select.prewhere = None;
     Ok(Some(ts))
@@ -365,8 +399,32 @@ mod tests {
 
     #[test]
     fn a_relation_named_latest_stays() {
-        let sql = "SELECT * FROM a JOIN latest ON a . x = latest . x";
-        assert_eq!(rewritten(sql).unwrap(), sql);
+        for sql in [
+            "SELECT * FROM a JOIN latest ON a . x = latest . x",
+            "SELECT * FROM a JOIN b latest ON a . x = latest . x",
+            "SELECT * FROM a JOIN ( SELECT x FROM b ) latest ON a . x = latest . x",
+        ] {
+            assert_eq!(rewritten(sql).unwrap(), sql);
+        }
+        // After a join's ON, the clause.
+        assert!(
+            rewritten(
+                "SELECT * FROM a JOIN b ON a . x = b . x LATEST ON ts PARTITION BY k"
+            )
+            .unwrap()
+            .contains("QUALIFY __tsjoin_latest_on")
+        );
+    }
+
+    #[test]
+    fn a_clause_inside_moved_having_is_rewritten_too() {
+        let got = rewritten(
+            "SELECT k FROM t LATEST ON ts PARTITION BY k GROUP BY k HAVING count(*) > \
+             (SELECT count(*) FROM u LATEST ON ts PARTITION BY k)",
+        )
+        .unwrap();
+        assert_eq!(got.matches("__tsjoin_latest_on").count(), 2, "{got}");
+        assert!(!got.contains("LATEST"), "{got}");
     }
 
     #[test]
