@@ -250,3 +250,32 @@ async fn over_the_memory_limit_is_a_clear_error() {
         .to_string();
     assert!(err.contains("Resources exhausted"), "{err}");
 }
+
+#[tokio::test]
+async fn explain_analyze_counts_what_the_final_operator_emits() {
+    let ctx = context(1);
+    let data: Vec<Row> = (0..100)
+        .map(|id| Row {
+            k: Some(id % 4),
+            s: None,
+            ts: Some(id),
+            f: None,
+            id,
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(9);
+    register(&ctx, split(&mut rng, &data, 1, 30, batch)).await;
+    let rows = query_rows(
+        &ctx,
+        "EXPLAIN ANALYZE SELECT k FROM (SELECT *, row_number() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM t) WHERE rn = 1",
+    )
+    .await;
+    let text = rows.concat().join("\n");
+    let line = text
+        .lines()
+        .find(|l| l.contains("LatestByExec: mode=Final"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("output_rows=4"), "{line}");
+    assert!(line.contains("output_batches=1"), "{line}");
+    assert!(line.contains("input_rows=4"), "{line}");
+}

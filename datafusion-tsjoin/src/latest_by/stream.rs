@@ -9,6 +9,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Result;
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_expr::PhysicalSortExpr;
+use datafusion::physical_plan::metrics::RecordOutput;
 use datafusion::physical_plan::spill::get_record_batch_memory_size;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{PhysicalExpr, SendableRecordBatchStream};
@@ -78,12 +79,13 @@ async fn run(
         .step_by(size)
         .map(|at| rows.slice(at, size.min(n - at)))
         .collect();
-    metrics.baseline.record_output(n);
     timer.done();
-    // The emitted rows stay accounted until the last batch is taken.
+    // The emitted rows stay accounted until the last batch is taken; each
+    // batch counts in the output metrics (rows, batches, bytes) as it goes.
     reservation.try_resize(get_record_batch_memory_size(&rows))?;
+    let baseline = metrics.baseline;
     Ok(stream::iter(batches).map(move |b| {
         let _held = &reservation;
-        Ok(b)
+        Ok(b.record_output(&baseline))
     }))
 }

@@ -207,7 +207,7 @@ impl LatestRows {
     /// Each key's row, in the order keys were first seen; empty when no
     /// row came.
     pub(super) fn finish(self) -> Result<RecordBatch> {
-        if self.slots.is_empty() || self.store.is_empty() {
+        if self.slots.is_empty() {
             return Ok(RecordBatch::new_empty(self.schema));
         }
         self.live()
