@@ -82,6 +82,10 @@ config_namespace! {
         /// column-vs-literal comparisons in one pass per batch (see
         /// `filter_aggregate`).
         pub filter_aggregate: bool, default = true
+        /// Drop the files a Parquet scan's WHERE rules out by their
+        /// statistics while planning, before the scan's files are spread
+        /// over partitions (see `prune_files`).
+        pub prune_files: bool, default = true
         /// Let a count-only fused filter aggregate over Parquet read the
         /// files itself, the WHERE evaluated on each page's dictionary
         /// and codes (see `filter_aggregate::page_scan`).

@@ -37,6 +37,7 @@ pub mod offset_topk;
 mod parquet_read;
 pub mod priority;
 pub mod progress;
+pub mod prune_files;
 mod session;
 pub mod sort_through_filter;
 pub mod sql;

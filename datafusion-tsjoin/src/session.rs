@@ -108,6 +108,14 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             .position(|r| r.name() == "EnsureRequirements")
             .unwrap_or(0);
         rules.insert(at, Arc::new(crate::latest_by::LatestByRule));
+        // Right after DataFusion's filter push-down puts the WHERE into the
+        // scans, before `EnsureRequirements` spreads their files over
+        // partitions: only the files that will be read get spread.
+        let at = rules
+            .iter()
+            .position(|r| r.name() == "FilterPushdown")
+            .map_or(0, |i| i + 1);
+        rules.insert(at, Arc::new(crate::prune_files::PruneFilesRule));
         let at = rules
             .iter()
             .position(|r| r.name() == "EnsureRequirements")

@@ -28,5 +28,6 @@ mod reoptimize;
 mod slt;
 mod streaming;
 mod support;
+mod time_partitions;
 mod user_facing;
 mod verify;

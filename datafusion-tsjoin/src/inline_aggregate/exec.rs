@@ -11,6 +11,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, DisplayAs, DisplayFormatType, Distribution, ExecutionPlan,
@@ -243,8 +244,12 @@ impl DisplayAs for InlineAggregateExec {
                 if self.dictionary.is_some() {
                     write!(f, ", scan=parquet codes")?;
                 }
-                if self.fallback.is_some() {
-                    write!(f, ", fallback=hash aggregate when groups are many")?;
+                if let Some(template) = &self.fallback {
+                    write!(
+                        f,
+                        ", fallback={} when groups are many",
+                        fallback_name(template)
+                    )?;
                 }
                 Ok(())
             }
@@ -255,8 +260,12 @@ impl DisplayAs for InlineAggregateExec {
                 if self.dictionary.is_some() {
                     write!(f, "\nscan=parquet codes")?;
                 }
-                if self.fallback.is_some() {
-                    write!(f, "\nfallback=hash aggregate when groups are many")?;
+                if let Some(template) = &self.fallback {
+                    write!(
+                        f,
+                        "\nfallback={} when groups are many",
+                        fallback_name(template)
+                    )?;
                 }
                 Ok(())
             }
@@ -384,5 +393,16 @@ impl ExecutionPlan for InlineAggregateExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+/// How EXPLAIN names a fallback plan: DataFusion's two-phase hash aggregate,
+/// or one aggregate per partition when the input's partitions hold disjoint
+/// time ranges of a bucket key (`time_disjoint.rs`).
+fn fallback_name(template: &Arc<dyn ExecutionPlan>) -> &'static str {
+    if template.is::<AggregateExec>() {
+        "hash aggregate"
+    } else {
+        "hash aggregate per partition (time ranges disjoint)"
     }
 }

@@ -40,6 +40,7 @@ mod rule;
 mod spec;
 mod stream;
 mod table;
+mod time_disjoint;
 mod view_keys;
 
 pub use exec::InlineAggregateExec;

@@ -4,6 +4,7 @@
 use super::accumulate::{AggFn, InlineAgg, supported};
 use super::exec::InlineAggregateExec;
 use super::group_keys::KeyShape;
+use super::time_disjoint;
 use crate::config::TsJoinOptions;
 use crate::functions::percentile_spec;
 use datafusion::common::Result;
@@ -175,8 +176,20 @@ fn inline(
             percentile,
         });
     }
+    // A fallback over partitions whose groups cannot meet (time buckets
+    // over files of disjoint time ranges) aggregates each partition once.
+    let mut input = Arc::clone(input);
+    let mut template = Arc::clone(node);
+    if !all_keys
+        && shape == KeyShape::Composite
+        && let Some(regrouped) = time_disjoint::disjoint_input(&input, gby.expr())?
+        && let Some(per_partition) =
+            time_disjoint::per_partition_template(node, &regrouped)?
+    {
+        (input, template) = (regrouped, per_partition);
+    }
     let exec = InlineAggregateExec::try_new(
-        Arc::clone(input),
+        input,
         gby.expr().to_vec(),
         aggs,
         Arc::clone(top.properties()),
@@ -190,6 +203,6 @@ fn inline(
     Ok(Some(Arc::new(if all_keys {
         exec
     } else {
-        exec.with_fallback(Arc::clone(node))
+        exec.with_fallback(template)
     })))
 }

@@ -1,0 +1,283 @@
+//! Files of disjoint time ranges (a table partitioned by day): files pruned
+//! while planning (`PruneFilesRule`) and GROUP BY time buckets aggregated
+//! once per partition when the inline aggregate falls back
+//! (`inline_aggregate/time_disjoint.rs`). Differential against DataFusion's
+//! plain plan on random files (out-of-order rows, NULL keys and values, NaN,
+//! overlapping or NULL timestamps in some cases, 1–4 partitions), and what
+//! EXPLAIN shows.
+
+use crate::support::{cells, context, explained_plan, register_dir};
+use datafusion::arrow::array::{
+    Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_tsjoin::TsJoinContextExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Microseconds per "day" of the generated files (an hour keeps buckets of
+/// seconds and minutes meaningful at a few thousand rows per file).
+const DAY: i64 = 3_600_000_000;
+
+/// How the files' time ranges relate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    /// One day per file, rows out of order within it.
+    Disjoint,
+    /// Every file reaches half a day into the next one.
+    Overlapping,
+    /// Disjoint, with NULL timestamps in some rows.
+    NullTimestamps,
+}
+
+/// Writes `files` day files of `rows` rows each into `dir`: `ts`, a string
+/// key `name` (nullable), an integer key `k`, a value `v` (NULL, NaN) and `w`, `v` without NaN.
+fn write_files(dir: &Path, rng: &mut StdRng, files: usize, rows: usize, layout: Layout) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Float64, true),
+        Field::new("w", DataType::Float64, true),
+    ]));
+    let names = rng.random_range(3..200);
+    for day in 0..files as i64 {
+        let span = if layout == Layout::Overlapping {
+            DAY * 3 / 2
+        } else {
+            DAY
+        };
+        let ts: Vec<Option<i64>> = (0..rows)
+            .map(|_| {
+                (layout != Layout::NullTimestamps || !rng.random_bool(0.01))
+                    .then(|| day * DAY + rng.random_range(0..span))
+            })
+            .collect();
+        let name: Vec<Option<String>> = (0..rows)
+            .map(|_| {
+                (!rng.random_bool(0.05))
+                    .then(|| format!("truck_{}", rng.random_range(0..names)))
+            })
+            .collect();
+        let k: Vec<i64> = (0..rows).map(|_| rng.random_range(0..3)).collect();
+        let v: Vec<Option<f64>> = (0..rows)
+            .map(|_| match rng.random_range(0..40) {
+                0 => None,
+                1 => Some(f64::NAN),
+                _ => Some(rng.random_range(-1000..1000) as f64 / 8.0),
+            })
+            .collect();
+        // DataFusion's min/max over NaN depends on the order rows arrive in:
+        // `w` has NULLs but no NaN.
+        let w: Vec<Option<f64>> = v.iter().map(|x| x.filter(|x| !x.is_nan())).collect();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(TimestampMicrosecondArray::from(ts)),
+                Arc::new(StringArray::from(name)),
+                Arc::new(Int64Array::from(k)),
+                Arc::new(Float64Array::from(v)),
+                Arc::new(Float64Array::from(w)),
+            ],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(rng.random_range(500..4000)))
+            .build();
+        let file =
+            std::fs::File::create(dir.join(format!("day{day:02}.parquet"))).unwrap();
+        let mut w = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+}
+
+fn sorted(mut rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    rows.sort();
+    rows
+}
+
+async fn rows(ctx: &SessionContext, sql: &str, tsjoin: bool) -> Vec<Vec<String>> {
+    let df = if tsjoin {
+        ctx.tsjoin_sql(sql).await
+    } else {
+        ctx.sql(sql).await
+    };
+    sorted(cells(&df.unwrap().collect().await.unwrap()))
+}
+
+/// The queries of one case: time-bucket GROUP BYs (fine buckets, so the
+/// groups are many and the inline aggregate falls back), with and without a
+/// WHERE that prunes files.
+fn queries(rng: &mut StdRng, files: usize) -> Vec<String> {
+    let from = rng.random_range(0..files as i64) * DAY + rng.random_range(0..DAY);
+    let to = from + rng.random_range(1..3) * DAY;
+    let lo = format!("to_timestamp_micros({from})");
+    let hi = format!("to_timestamp_micros({to})");
+    vec![
+        "SELECT name, k, date_bin(INTERVAL '1 second', ts) AS b, count(*), sum(v), \
+         avg(v), min(w), max(w) FROM t GROUP BY name, k, b"
+            .into(),
+        "SELECT name, date_trunc('second', ts) AS b, count(v), max(w) FROM t \
+         GROUP BY name, b HAVING count(*) > 1"
+            .into(),
+        format!(
+            "SELECT k, name, date_bin(INTERVAL '2 seconds', ts, TIMESTAMP '2020-01-01 00:00:01') AS b, \
+             avg(v) FROM t WHERE ts >= {lo} AND ts < {hi} GROUP BY k, name, b"
+        ),
+        format!(
+            "SELECT count(*), sum(v) FROM t WHERE ts >= {lo} AND ts < {hi} AND k = 1"
+        ),
+        format!("SELECT * FROM t WHERE ts >= {lo} AND ts < {hi} AND name = 'truck_1'"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn day_files_answer_as_datafusion_does() {
+    let cases = crate::support::case_count("TSJOIN_TIME_PARTITION_CASES", 6);
+    for case in 0..cases {
+        let mut rng = StdRng::seed_from_u64(0x7D15 + case);
+        let layout = [
+            Layout::Disjoint,
+            Layout::Overlapping,
+            Layout::NullTimestamps,
+        ][case as usize % 3];
+        let files = rng.random_range(1..7);
+        let dir = tempfile::tempdir().unwrap();
+        let per_file = rng.random_range(2000..9000);
+        write_files(dir.path(), &mut rng, files, per_file, layout);
+        let partitions = rng.random_range(1..5);
+        let config = SessionConfig::new().with_target_partitions(partitions);
+        let ours = datafusion_tsjoin::tsjoin_context(config.clone());
+        let plain = SessionContext::new_with_config(config);
+        register_dir(&ours, "t", dir.path()).await;
+        register_dir(&plain, "t", dir.path()).await;
+        for sql in queries(&mut rng, files) {
+            let want = rows(&plain, &sql, false).await;
+            let got = rows(&ours, &sql, true).await;
+            if got != want {
+                let only_got: Vec<_> =
+                    got.iter().filter(|r| !want.contains(r)).take(5).collect();
+                let only_want: Vec<_> =
+                    want.iter().filter(|r| !got.contains(r)).take(5).collect();
+                panic!(
+                    "case {case} ({layout:?}, {files} files, {partitions} partitions): {sql}\n\
+                     {} vs {} rows; only tsjoin: {only_got:?}; only DataFusion: {only_want:?}",
+                    got.len(),
+                    want.len()
+                );
+            }
+        }
+    }
+}
+
+/// Six disjoint day files with second buckets: many groups.
+async fn six_days(layout: Layout) -> (SessionContext, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    write_files(dir.path(), &mut StdRng::seed_from_u64(7), 6, 6000, layout);
+    let ctx = context(2);
+    register_dir(&ctx, "t", dir.path()).await;
+    (ctx, dir)
+}
+
+const BUCKETS: &str = "SELECT name, k, date_bin(INTERVAL '1 second', ts) AS b, count(*), \
+                       avg(v) FROM t GROUP BY name, k, b";
+
+#[tokio::test]
+async fn explain_names_the_per_partition_fallback_only_where_it_is_sound() {
+    let (ctx, _dir) = six_days(Layout::Disjoint).await;
+    let plan = explained_plan(&ctx, BUCKETS).await;
+    assert!(
+        plan.contains("fallback=hash aggregate per partition (time ranges disjoint)"),
+        "{plan}"
+    );
+    // Whole files, three per partition.
+    assert!(!plan.contains(".parquet:"), "{plan}");
+    // The EXPLAIN ANALYZE of a run shows that it fell back, and the answer
+    // is DataFusion's.
+    let analyzed =
+        crate::support::query_rows(&ctx, &format!("EXPLAIN ANALYZE {BUCKETS}")).await;
+    let text = format!("{analyzed:?}");
+    assert!(text.contains("fallback=2"), "{text}");
+    let plain =
+        SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
+    register_dir(&plain, "t", _dir.path()).await;
+    assert_eq!(
+        rows(&ctx, BUCKETS, true).await,
+        rows(&plain, BUCKETS, false).await
+    );
+
+    for layout in [Layout::Overlapping, Layout::NullTimestamps] {
+        let (ctx, _dir) = six_days(layout).await;
+        let plan = explained_plan(&ctx, BUCKETS).await;
+        assert!(
+            plan.contains("fallback=hash aggregate when groups are many"),
+            "{layout:?}: {plan}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn files_the_where_rules_out_are_not_planned() {
+    let (ctx, _dir) = six_days(Layout::Disjoint).await;
+    let sql = format!(
+        "SELECT count(*) FROM t WHERE ts >= to_timestamp_micros({}) AND ts < to_timestamp_micros({})",
+        2 * DAY,
+        3 * DAY
+    );
+    let plan = explained_plan(&ctx, &sql).await;
+    assert!(plan.contains("day02.parquet"), "{plan}");
+    assert!(
+        !plan.contains("day01.parquet") && !plan.contains("day03.parquet"),
+        "{plan}"
+    );
+    let pruned = crate::support::query_rows(&ctx, &sql).await;
+    ctx.tsjoin_sql("SET tsjoin.prune_files = false")
+        .await
+        .unwrap();
+    let plan = explained_plan(&ctx, &sql).await;
+    assert!(plan.contains("day01.parquet"), "{plan}");
+    assert_eq!(crate::support::query_rows(&ctx, &sql).await, pruned);
+    assert_eq!(pruned, vec![vec!["6000".to_string()]]);
+}
+
+#[tokio::test]
+async fn partition_columns_are_left_to_datafusion() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    for day in 0..3 {
+        let sub = dir.path().join(format!("day={day}"));
+        std::fs::create_dir(&sub).unwrap();
+        write_files(&sub, &mut rng, 1, 1000, Layout::Disjoint);
+    }
+    let ddl = format!(
+        "CREATE EXTERNAL TABLE h STORED AS PARQUET PARTITIONED BY (day) LOCATION '{}/'",
+        dir.path().display()
+    );
+    let ours = context(2);
+    let plain =
+        SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
+    ours.tsjoin_sql(&ddl)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    plain.sql(&ddl).await.unwrap().collect().await.unwrap();
+    for sql in [
+        "SELECT day, count(*), sum(v) FROM h WHERE day = '1' GROUP BY day",
+        "SELECT count(*) FROM h WHERE day = '2' OR ts < to_timestamp_micros(100)",
+        "SELECT count(*) FROM h WHERE ts < to_timestamp_micros(1000000000) AND day <> '0'",
+    ] {
+        assert_eq!(
+            rows(&ours, sql, true).await,
+            rows(&plain, sql, false).await,
+            "{sql}"
+        );
+    }
+}
