@@ -190,7 +190,7 @@ const BUCKETS: &str = "SELECT name, k, date_bin(INTERVAL '1 second', ts) AS b, c
 
 #[tokio::test]
 async fn explain_names_the_per_partition_fallback_only_where_it_is_sound() {
-    let (ctx, _dir) = six_days(Layout::Disjoint).await;
+    let (ctx, dir) = six_days(Layout::Disjoint).await;
     let plan = explained_plan(&ctx, BUCKETS).await;
     assert!(
         plan.contains("fallback=hash aggregate per partition (time ranges disjoint)"),
@@ -206,7 +206,7 @@ async fn explain_names_the_per_partition_fallback_only_where_it_is_sound() {
     assert!(text.contains("fallback=2"), "{text}");
     let plain =
         SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
-    register_dir(&plain, "t", _dir.path()).await;
+    register_dir(&plain, "t", dir.path()).await;
     assert_eq!(
         rows(&ctx, BUCKETS, true).await,
         rows(&plain, BUCKETS, false).await

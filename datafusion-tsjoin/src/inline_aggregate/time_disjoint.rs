@@ -139,13 +139,14 @@ fn bucket_column(expr: &Arc<dyn PhysicalExpr>) -> Option<usize> {
     column
 }
 
-/// The plan from `input` down to its Parquet scan when every node between
+/// The plans from `input` down to its scan (outermost first), the scan,
+/// and `column`'s index in the scan's output, when every plan between
 /// passes `column` through unchanged and keeps partitions apart
-/// (projections and filters), with `column`'s index at each node.
+/// (projections and filters).
 fn path_to_scan(
     input: &Arc<dyn ExecutionPlan>,
     column: usize,
-) -> Option<(Vec<Arc<dyn ExecutionPlan>>, usize)> {
+) -> Option<(Vec<Arc<dyn ExecutionPlan>>, Arc<dyn ExecutionPlan>, usize)> {
     let mut path = vec![];
     let mut node = Arc::clone(input);
     let mut column = column;
@@ -157,7 +158,7 @@ fn path_to_scan(
                 column = *projection.get(column)?;
             }
         } else if node.is::<DataSourceExec>() {
-            return Some((path, column));
+            return Some((path, node, column));
         } else {
             return None;
         }
@@ -175,11 +176,9 @@ fn regrouped(
     expr: &Arc<dyn PhysicalExpr>,
     partitions: usize,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let Some((path, scan_column)) = path_to_scan(input, column) else {
+    let Some((path, scan_node, scan_column)) = path_to_scan(input, column) else {
         return Ok(None);
     };
-    let scan_node = path.last().map_or(input, |p| p.children()[0]);
-    let scan_node = Arc::clone(scan_node);
     let Some((config, source)) = scan_node
         .downcast_ref::<DataSourceExec>()
         .and_then(|d| d.downcast_to_file_source::<ParquetSource>())
@@ -235,13 +234,10 @@ fn regrouped(
         return Ok(None);
     }
     files.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(Ordering::Equal));
-    let runs = contiguous_runs(
-        &files
-            .iter()
-            .map(|f| f.2.object_meta.size)
-            .collect::<Vec<_>>(),
-        partitions,
-    );
+    let sizes: Vec<u64> = files.iter().map(|f| f.2.object_meta.size).collect();
+    let Some(runs) = balanced_runs(&sizes, partitions) else {
+        return Ok(None);
+    };
     // Bucket bounds per run, each below the next run's.
     let mut last: Option<ScalarValue> = None;
     for run in &runs {
@@ -279,6 +275,20 @@ fn regrouped(
     Ok(Some(plan))
 }
 
+/// [`contiguous_runs`] when none of them holds more than half again its
+/// share of the bytes: whole files can balance partitions worse than
+/// DataFusion's byte ranges (one large file among small ones), and losing
+/// a core costs more than the merge this saves.
+fn balanced_runs(sizes: &[u64], n: usize) -> Option<Vec<Vec<usize>>> {
+    let total: u64 = sizes.iter().sum();
+    let runs = contiguous_runs(sizes, n);
+    let largest = runs
+        .iter()
+        .map(|r| r.iter().map(|&i| sizes[i]).sum::<u64>())
+        .max()?;
+    (largest * n as u64 * 2 <= total * 3).then_some(runs)
+}
+
 /// Splits items of these sizes, in order, into `n` non-empty contiguous
 /// runs of about equal total size (`sizes.len() >= n`).
 fn contiguous_runs(sizes: &[u64], n: usize) -> Vec<Vec<usize>> {
@@ -289,12 +299,13 @@ fn contiguous_runs(sizes: &[u64], n: usize) -> Vec<Vec<usize>> {
         let left_items = sizes.len() - i;
         let left_runs = n - runs.len();
         let current = runs.last().expect("one run");
-        // Close the run once it holds its share, or when the items left
-        // are only enough to give each remaining run one.
+        // Close the run once this item would end more than half past its
+        // share, or when the items left are only enough to give each
+        // remaining run one.
         let share = total * runs.len() as u64 / n as u64;
         if !current.is_empty()
             && left_runs > 0
-            && (done >= share || left_items == left_runs)
+            && (2 * done + size > 2 * share || left_items == left_runs)
         {
             runs.push(vec![]);
         }
@@ -342,7 +353,17 @@ fn bucket_of(
 
 #[cfg(test)]
 mod tests {
-    use super::contiguous_runs;
+    use super::{balanced_runs, contiguous_runs};
+
+    #[test]
+    fn runs_that_would_idle_a_core_are_refused() {
+        assert!(balanced_runs(&[10, 10, 10, 10], 2).is_some());
+        assert!(balanced_runs(&[10, 9, 11, 10, 10, 10], 3).is_some());
+        // One large file among small ones: byte ranges balance it, whole
+        // files cannot.
+        assert!(balanced_runs(&[100, 1, 1, 1], 2).is_none());
+        assert!(balanced_runs(&[1, 1, 1, 1, 20], 2).is_none());
+    }
 
     #[test]
     fn runs_are_contiguous_non_empty_and_balanced() {
