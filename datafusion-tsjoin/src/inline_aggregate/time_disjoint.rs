@@ -17,8 +17,8 @@
 //! exact min/max statistics and no NULLs in that column, at least as many
 //! files as partitions, and no declared output ordering. It regroups the
 //! scan's files (whole files, sorted by their minimum, contiguous runs of
-//! about equal bytes; DataFusion's byte-range split may have cut one file
-//! across two partitions) and checks that the bucket of each run's maximum
+//! about equal bytes, none over 1.5x its share; DataFusion's byte-range
+//! split may have cut one file across two partitions) and checks that the bucket of each run's maximum
 //! is below the bucket of the next run's minimum (the bucket functions are
 //! monotone in time). The fallback then runs `AggregateExec(Single)` per
 //! partition and only hashes its final rows to the output partitions
@@ -139,14 +139,18 @@ fn bucket_column(expr: &Arc<dyn PhysicalExpr>) -> Option<usize> {
     column
 }
 
-/// The plans from `input` down to its scan (outermost first), the scan,
-/// and `column`'s index in the scan's output, when every plan between
-/// passes `column` through unchanged and keeps partitions apart
-/// (projections and filters).
-fn path_to_scan(
-    input: &Arc<dyn ExecutionPlan>,
+/// A scan under an aggregate's input, as [`path_to_scan`] finds it.
+struct ScanPath {
+    /// The plans from the input down to the scan, outermost first.
+    path: Vec<Arc<dyn ExecutionPlan>>,
+    scan: Arc<dyn ExecutionPlan>,
+    /// The time column's index in the scan's output.
     column: usize,
-) -> Option<(Vec<Arc<dyn ExecutionPlan>>, Arc<dyn ExecutionPlan>, usize)> {
+}
+
+/// The scan under `input` when every plan between passes `column` through
+/// unchanged and keeps partitions apart (projections and filters).
+fn path_to_scan(input: &Arc<dyn ExecutionPlan>, column: usize) -> Option<ScanPath> {
     let mut path = vec![];
     let mut node = Arc::clone(input);
     let mut column = column;
@@ -158,7 +162,11 @@ fn path_to_scan(
                 column = *projection.get(column)?;
             }
         } else if node.is::<DataSourceExec>() {
-            return Some((path, node, column));
+            return Some(ScanPath {
+                path,
+                scan: node,
+                column,
+            });
         } else {
             return None;
         }
@@ -176,7 +184,12 @@ fn regrouped(
     expr: &Arc<dyn PhysicalExpr>,
     partitions: usize,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    let Some((path, scan_node, scan_column)) = path_to_scan(input, column) else {
+    let Some(ScanPath {
+        path,
+        scan: scan_node,
+        column: scan_column,
+    }) = path_to_scan(input, column)
+    else {
         return Ok(None);
     };
     let Some((config, source)) = scan_node
