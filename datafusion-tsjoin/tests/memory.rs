@@ -39,7 +39,7 @@ async fn inline_aggregate_with_many_groups_hands_over_under_a_small_limit() {
             .unwrap();
         let plain = physical_plan(&ctx, sql).await;
         let what = format!("DataFusion's aggregate, {partitions} partitions");
-        let Some(want) = sorted_unless_stalled(&plain, &ctx, &what).await else {
+        let Some(want) = sorted_unless_stalled(&plain, &ctx, &what, true).await else {
             continue;
         };
         let want = want.unwrap();
@@ -53,7 +53,7 @@ async fn inline_aggregate_with_many_groups_hands_over_under_a_small_limit() {
         );
         let plan = physical_plan(&ctx, sql).await;
         let what = format!("inline, {partitions} partitions");
-        let Some(got) = sorted_unless_stalled(&plan, &ctx, &what).await else {
+        let Some(got) = sorted_unless_stalled(&plan, &ctx, &what, false).await else {
             continue;
         };
         let got = got.unwrap();
@@ -200,7 +200,7 @@ async fn memory_limit_matrix() {
             ctx.tsjoin_sql(&set).await.unwrap();
             let plan = physical_plan(&ctx, sql).await;
             let what = format!("{name} under {limit}");
-            let cell = match sorted_unless_stalled(&plan, &ctx, &what).await {
+            let cell = match sorted_unless_stalled(&plan, &ctx, &what, !inline).await {
                 None => Cell::Stalled,
                 Some(Ok(got)) => {
                     assert!(got == want, "{name} under {limit}: wrong answer");
@@ -267,16 +267,21 @@ fn spill_count(plan: &Arc<dyn ExecutionPlan>) -> usize {
     mine + plan.children().into_iter().map(spill_count).sum::<usize>()
 }
 
-/// Runs `plan` and sorts its rows; `None` when it gives no answer within 30 s after handing
-/// work to DataFusion's repartition under the limit (a `RepartitionExec` in
-/// the plan spilled, or the inline aggregate handed over to the plan it
-/// replaced, whose nodes are built when it does): DataFusion 55.2's
-/// spill-pool stall (see [`Cell::Stalled`]). Any other run without an answer
-/// in 30 s (each takes well under a second alone) fails, naming `what`.
+/// Runs `plan` and sorts its rows; `None` when it gives no answer within 30 s
+/// in DataFusion's own operators under the limit: the plan is DataFusion's
+/// alone (`datafusion_plan`: the inline aggregate switched off), a
+/// `RepartitionExec` in the plan spilled, or the inline aggregate handed over
+/// to the plan it replaced (whose nodes are built when it does). DataFusion
+/// 55.2 stalls there now and then under limits this small (see
+/// [`Cell::Stalled`]; its own aggregate under 256 KiB did once on a loaded
+/// 2-core CI machine, with no repartition spill recorded). Any other run
+/// without an answer in 30 s (each takes well under a second alone) fails,
+/// naming `what`.
 async fn sorted_unless_stalled(
     plan: &Arc<dyn ExecutionPlan>,
     ctx: &SessionContext,
     what: &str,
+    datafusion_plan: bool,
 ) -> Option<datafusion::common::Result<Vec<Vec<String>>>> {
     let run = collect(Arc::clone(plan), ctx.task_ctx());
     match tokio::time::timeout(std::time::Duration::from_secs(30), run).await {
@@ -290,11 +295,11 @@ async fn sorted_unless_stalled(
             let repartition_spilled = metric(plan, "RepartitionExec", "spill_count") > 0;
             let handed_over = metric(plan, "InlineAggregateExec", "fallback") > 0;
             assert!(
-                repartition_spilled || handed_over,
+                datafusion_plan || repartition_spilled || handed_over,
                 "{what}: no answer within 30 s"
             );
             eprintln!(
-                "{what}: stalled in DataFusion's repartition (apache/datafusion#24883)"
+                "{what}: stalled in DataFusion's operators (apache/datafusion#24883)"
             );
             None
         }
