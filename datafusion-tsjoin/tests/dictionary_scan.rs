@@ -4,8 +4,9 @@
 //! across partitions or dealt out round-robin, many row groups and pages,
 //! V1 and V2 pages, with and without compression, and dictionaries that
 //! overflow into PLAIN pages (where the scan must step aside); and keys of
-//! several integer and string columns, whose row groups past the tuple
-//! bound are grouped from decoded keys.
+//! several integer, string and float columns (NaN, -0.0), under `IS NOT
+//! NULL` filters over keys or not, whose row groups past the tuple bound
+//! are grouped from decoded keys.
 
 use crate::support::{cell, code_rows, context, physical_plan};
 use datafusion::arrow::array::{
@@ -284,11 +285,112 @@ async fn dictionary_scan_shows_and_switches_off() {
     assert_eq!(run(&ctx, count).await.1, 0);
 }
 
+/// A float column in a composite key goes inline only where the scan reads
+/// its Parquet codes (EXPLAIN says so, naming a `IS NOT NULL` filter it
+/// took over); elsewhere the aggregate stays DataFusion's.
+#[tokio::test]
+async fn float_keys_go_inline_only_through_the_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, true),
+        Field::new("cap", DataType::Float64, true),
+        Field::new("v", DataType::Float64, true),
+    ]));
+    let n = 6000;
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(StringArray::from(
+                (0..n)
+                    .map(|i| (i % 7 != 0).then(|| format!("truck_{}", i % 13)))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                (0..n)
+                    .map(|i| (i % 11 != 0).then_some((i % 13 % 3) as f64 * 500.0))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from(
+                (0..n).map(|i| i as f64 / 8.0).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap();
+    let out = std::fs::File::create(dir.path().join("a.parquet")).unwrap();
+    let mut w = ArrowWriter::try_new(out, schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let ctx = context(2);
+    ctx.register_parquet(
+        "t",
+        dir.path().to_str().unwrap(),
+        ParquetReadOptions::default(),
+    )
+    .await
+    .unwrap();
+    ctx.tsjoin_sql("CREATE TABLE m AS SELECT * FROM t")
+        .await
+        .unwrap();
+    let explain = |sql: String| {
+        let ctx = ctx.clone();
+        async move {
+            let batches = ctx
+                .tsjoin_sql(&format!("EXPLAIN {sql}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+        }
+    };
+    let query = |table: &str, filter: &str| {
+        format!(
+            "SELECT name, cap, count(*), avg(v) FROM {table} {filter} GROUP BY name, cap \
+             ORDER BY name, cap"
+        )
+    };
+    let sql = query("t", "WHERE name IS NOT NULL");
+    assert!(
+        explain(sql.clone())
+            .await
+            .contains("keys=composite, scan=parquet codes (NULL name skipped)")
+    );
+    let (got, read) = run(&ctx, &sql).await;
+    assert_eq!(read, n);
+    assert!(got.iter().all(|r| r[0] != "NULL"));
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+        .await
+        .unwrap();
+    assert_eq!(run(&ctx, &sql).await.0, got);
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+        .await
+        .unwrap();
+    // A filter the scan cannot take, a table not in Parquet, the scan off:
+    // DataFusion's aggregate.
+    for sql in [query("t", "WHERE v > 10"), query("m", "")] {
+        assert!(!explain(sql).await.contains("InlineAggregateExec"));
+    }
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = false")
+        .await
+        .unwrap();
+    assert!(
+        !explain(query("t", ""))
+            .await
+            .contains("InlineAggregateExec")
+    );
+}
+
 /// One key column of a multi-column case: its values drawn from `groups`
 /// values, shifted by `drift` new values every `drift_every` rows (0: no
 /// drift), so later row groups bring dictionaries of values never seen.
 struct MultiKey {
     string: bool,
+    /// A `Float64` column (when not `string`): NaN, -0.0 and 0.0 among
+    /// the values.
+    float: bool,
     nullable: bool,
     groups: i64,
     drift: i64,
@@ -310,6 +412,19 @@ fn multi_key_array(k: &MultiKey, v: Vec<Option<i64>>) -> ArrayRef {
             })
             .collect();
         Arc::new(StringArray::from(s))
+    } else if k.float {
+        Arc::new(Float64Array::from(
+            v.iter()
+                .map(|x| {
+                    x.map(|x| match x % 9 {
+                        8 => f64::NAN,
+                        7 => -0.0,
+                        6 => 0.0,
+                        _ => x as f64 / 4.0 - 3.0,
+                    })
+                })
+                .collect::<Vec<_>>(),
+        ))
     } else {
         Arc::new(Int64Array::from(
             v.iter().map(|x| x.map(|x| x * 3 - 50)).collect::<Vec<_>>(),
@@ -336,6 +451,8 @@ fn write_multi(
                 format!("k{i}"),
                 if k.string {
                     DataType::Utf8
+                } else if k.float {
+                    DataType::Float64
                 } else {
                     DataType::Int64
                 },
@@ -398,17 +515,31 @@ fn write_multi(
     w.close().unwrap();
 }
 
-/// Both queries (count only; every aggregate) on tsjoin and on DataFusion:
-/// the rows must agree. Returns the rows read from codes by each.
-async fn compare_multi(ctx: &SessionContext, keys: usize, what: &str) -> [usize; 2] {
+/// The queries (count only; every aggregate; every aggregate under
+/// `filter`) on tsjoin and on DataFusion: the rows must agree. Returns the
+/// rows read from codes by each.
+async fn compare_multi(
+    ctx: &SessionContext,
+    keys: usize,
+    filter: &str,
+    what: &str,
+) -> [usize; 3] {
     let k: Vec<String> = (0..keys).map(|i| format!("k{i}")).collect();
     let k = k.join(", ");
-    let mut read = [0; 2];
-    for (i, aggs) in ["count(*)", "count(*), count(v), sum(v), min(v), max(v), avg(f), sum(f), sum(s), avg(s), max(s)"].iter().enumerate() {
-        let sql = format!("SELECT {k}, {aggs} FROM t GROUP BY {k} ORDER BY {k}");
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false").await.unwrap();
+    let mut read = [0; 3];
+    let all = "count(*), count(v), sum(v), min(v), max(v), avg(f), sum(f), sum(s), avg(s), max(s)";
+    for (i, (aggs, filter)) in [("count(*)", ""), (all, ""), (all, filter)]
+        .into_iter()
+        .enumerate()
+    {
+        let sql = format!("SELECT {k}, {aggs} FROM t {filter} GROUP BY {k} ORDER BY {k}");
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+            .await
+            .unwrap();
         let (want, _) = run(ctx, &sql).await;
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true").await.unwrap();
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+            .await
+            .unwrap();
         let (got, code_rows) = run(ctx, &sql).await;
         assert_eq!(got, want, "{what}: {sql}");
         read[i] = code_rows;
@@ -418,12 +549,13 @@ async fn compare_multi(ctx: &SessionContext, keys: usize, what: &str) -> [usize;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_column_dictionary_scan_matches_datafusion() {
-    let (mut count_scans, mut arg_scans) = (0, 0);
+    let (mut count_scans, mut arg_scans, mut filtered_scans) = (0, 0, 0);
     for seed in 0..40u64 {
         let mut rng = StdRng::seed_from_u64(1000 + seed);
         let keys: Vec<MultiKey> = (0..rng.random_range(2..=3))
             .map(|_| MultiKey {
                 string: rng.random_bool(0.6),
+                float: rng.random_bool(0.5),
                 nullable: rng.random_bool(0.5),
                 groups: [1, 3, 12, 40][rng.random_range(0..4)],
                 drift: rng.random_range(0..3),
@@ -479,7 +611,12 @@ async fn multi_column_dictionary_scan_matches_datafusion() {
             "seed {seed}, {} keys, drift every {drift_every}",
             keys.len()
         );
-        let read = compare_multi(&ctx, keys.len(), &what).await;
+        let filter = if rng.random_bool(0.5) {
+            "WHERE k0 IS NOT NULL"
+        } else {
+            "WHERE k1 IS NOT NULL AND k0 IS NOT NULL"
+        };
+        let read = compare_multi(&ctx, keys.len(), filter, &what).await;
         for r in read {
             assert!(
                 r == 0 || r == total,
@@ -488,10 +625,12 @@ async fn multi_column_dictionary_scan_matches_datafusion() {
         }
         count_scans += (read[0] > 0) as usize;
         arg_scans += (read[1] > 0) as usize;
+        filtered_scans += (read[2] > 0) as usize;
     }
     assert!(
-        count_scans >= 15 && arg_scans >= 8,
-        "scan ran on {count_scans} count-only and {arg_scans} full cases"
+        count_scans >= 15 && arg_scans >= 8 && filtered_scans >= 8,
+        "scan ran on {count_scans} count-only, {arg_scans} full and {filtered_scans} \
+         filtered cases"
     );
 }
 
@@ -507,12 +646,14 @@ async fn multi_column_scan_decodes_row_groups_past_the_tuple_bound() {
     let keys = [
         MultiKey {
             string: false,
+            float: false,
             nullable: false,
             groups: 400,
             drift: 400,
         },
         MultiKey {
             string: true,
+            float: false,
             nullable: true,
             groups: 40,
             drift: 0,
@@ -527,8 +668,84 @@ async fn multi_column_scan_decodes_row_groups_past_the_tuple_bound() {
     )
     .await
     .unwrap();
-    let read = compare_multi(&ctx, 2, "drifting keys").await;
+    let read = compare_multi(&ctx, 2, "WHERE k1 IS NOT NULL", "drifting keys").await;
     // Count only takes the scan (its rows-per-entry rule does not apply);
     // with arguments, 64 rows per entry are wanted and it steps aside.
-    assert_eq!(read, [120_000, 0]);
+    assert_eq!(read, [120_000, 0, 0]);
+}
+
+/// Keys that go together (a truck's name, driver and load capacity) have a
+/// product of dictionaries far above their tuples: the scan takes them
+/// after the first row group shows few tuples. Independent keys with as
+/// large dictionaries show many in the first row group, and the scan steps
+/// aside. Both answer as DataFusion does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_that_go_together_take_the_scan_after_one_row_group() {
+    for correlated in [true, false] {
+        let mut rng = StdRng::seed_from_u64(11);
+        // (Enough rows per dictionary entry for the scan to read arguments.)
+        let n = 200_000;
+        let k0: Vec<i64> = (0..n).map(|_| rng.random_range(0..300)).collect();
+        let pick = |k: i64, m: i64, rng: &mut StdRng| {
+            if correlated {
+                k % m
+            } else {
+                rng.random_range(0..m)
+            }
+        };
+        let k1: Vec<String> = k0
+            .iter()
+            .map(|&k| format!("driver_{}", pick(k, 150, &mut rng)))
+            .collect();
+        let k2: Vec<f64> = k0
+            .iter()
+            .map(|&k| pick(k, 50, &mut rng) as f64 * 250.0)
+            .collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k0", DataType::Int64, true),
+            Field::new("k1", DataType::Utf8, true),
+            Field::new("k2", DataType::Float64, true),
+            Field::new("v", DataType::Int64, true),
+            Field::new("f", DataType::Float64, true),
+            Field::new("s", DataType::Int16, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(k0)),
+                Arc::new(StringArray::from(k1)),
+                Arc::new(Float64Array::from(k2)),
+                Arc::new(Int64Array::from_iter_values(
+                    (0..n).map(|i| i as i64 % 1000),
+                )),
+                Arc::new(Float64Array::from_iter_values(
+                    (0..n).map(|i| (i % 100) as f64 / 4.0),
+                )),
+                Arc::new(Int16Array::from_iter_values(
+                    (0..n).map(|i| (i % 77) as i16),
+                )),
+            ],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(70_000))
+            .build();
+        let out = std::fs::File::create(dir.path().join("a.parquet")).unwrap();
+        let mut w = ArrowWriter::try_new(out, schema, Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let ctx = context(2);
+        ctx.register_parquet(
+            "t",
+            dir.path().to_str().unwrap(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        let what = format!("correlated {correlated}");
+        let read = compare_multi(&ctx, 3, "WHERE k1 IS NOT NULL", &what).await;
+        let want = if correlated { n } else { 0 };
+        assert_eq!(read, [want; 3], "{what}");
+    }
 }

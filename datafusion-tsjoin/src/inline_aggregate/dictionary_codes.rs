@@ -1,6 +1,6 @@
-//! [`KeyChunk`]: one Parquet column chunk of a group key (INT32, INT64 or
-//! a BYTE_ARRAY string), read as group ids straight from its dictionary
-//! codes.
+//! [`KeyChunk`]: one Parquet column chunk of a group key (INT32, INT64,
+//! DOUBLE or a BYTE_ARRAY string), read as group ids straight from its
+//! dictionary codes.
 //!
 //! Each dictionary entry is interned once, the first time a row refers to
 //! it (or all at once, for a column of a multi-column key,
@@ -15,7 +15,9 @@ use super::group_keys::GroupKeys;
 use crate::kernels::rle::HybridDecoder;
 use crate::parquet_read::{FlatPage, flat_page};
 use bytes::Bytes;
-use datafusion::arrow::array::{ArrayRef, Int64Array, StringViewBuilder, new_null_array};
+use datafusion::arrow::array::{
+    ArrayRef, Float64Array, Int64Array, StringViewBuilder, new_null_array,
+};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::parquet::basic::Encoding;
@@ -44,13 +46,28 @@ enum Values {
 pub(super) enum Physical {
     Int32,
     Int64,
+    /// DOUBLE, interned as `Float64` (grouped by bits, as DataFusion's
+    /// table groups floats).
+    Double,
     /// UTF-8 strings (BYTE_ARRAY), interned as views.
     Utf8,
+}
+
+impl Physical {
+    /// Arrow type of the values [`KeyChunk`] interns for this column.
+    fn interned_type(self) -> DataType {
+        match self {
+            Physical::Int32 | Physical::Int64 => DataType::Int64,
+            Physical::Double => DataType::Float64,
+            Physical::Utf8 => DataType::Utf8View,
+        }
+    }
 }
 
 /// PLAIN-encoded values of a page or a dictionary, in order.
 enum Plain {
     Ints(Vec<i64>),
+    Floats(Vec<f64>),
     /// Strings as `(start, len)` into `data` (UTF-8 checked when they are
     /// interned).
     Strings {
@@ -69,16 +86,20 @@ impl Plain {
     fn len(&self) -> usize {
         match self {
             Plain::Ints(v) => v.len(),
+            Plain::Floats(v) => v.len(),
             Plain::Strings { spans, .. } => spans.len(),
         }
     }
 
-    /// The values `entries` (indices into `self`) as an array: `Int64` or
-    /// `Utf8View`. Invalid UTF-8 is a corrupt file.
+    /// The values `entries` (indices into `self`) as an array: `Int64`,
+    /// `Float64` or `Utf8View`. Invalid UTF-8 is a corrupt file.
     fn array(&self, entries: impl Iterator<Item = usize>) -> Result<ArrayRef> {
         Ok(match self {
             Plain::Ints(v) => {
                 Arc::new(Int64Array::from_iter_values(entries.map(|e| v[e])))
+            }
+            Plain::Floats(v) => {
+                Arc::new(Float64Array::from_iter_values(entries.map(|e| v[e])))
             }
             Plain::Strings { data, spans } => {
                 let mut b = StringViewBuilder::new();
@@ -101,8 +122,8 @@ impl Plain {
 }
 
 /// `n` PLAIN values of type `kind` from `bytes[*pos..]` (`pos` moved past
-/// them): little-endian INT32/INT64, or BYTE_ARRAY (a 4-byte length, then
-/// the bytes).
+/// them): little-endian INT32/INT64/DOUBLE, or BYTE_ARRAY (a 4-byte length,
+/// then the bytes).
 fn plain(kind: Physical, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Plain> {
     let rest = bytes.get(*pos..).unwrap_or_default();
     let past = || corrupt("PLAIN values past the end of the page");
@@ -120,6 +141,15 @@ fn plain(kind: Physical, bytes: &Bytes, pos: &mut usize, n: usize) -> Result<Pla
                     .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
                     .collect()
             })
+        }
+        Physical::Double => {
+            let b = rest.get(..n * 8).ok_or_else(past)?;
+            *pos += n * 8;
+            Plain::Floats(
+                b.chunks_exact(8)
+                    .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+                    .collect(),
+            )
         }
         Physical::Utf8 => {
             // (Each value takes 4 bytes at least: a corrupt count cannot
@@ -392,11 +422,7 @@ impl KeyChunk {
         if let Some(g) = self.null {
             return Ok(g);
         }
-        let t = if self.kind == Physical::Utf8 {
-            DataType::Utf8View
-        } else {
-            DataType::Int64
-        };
+        let t = self.kind.interned_type();
         keys.assign(&[new_null_array(&t, 1)], &mut self.scratch, None, 0)?;
         counts.resize(keys.len(), 0);
         self.null = Some(self.scratch[0]);

@@ -24,8 +24,13 @@
 //! round-robin repartition of one) with no
 //! filter, limit, custom reader or decryption, each key is a file column of a
 //! signed integer, date or timestamp type stored as INT32/INT64 (or, with
-//! two keys or more, a string stored as BYTE_ARRAY), and every
-//! aggregate argument is a file column (or a cast of one). At execution it takes over only if
+//! two keys or more, a string stored as BYTE_ARRAY or a `Float64` stored as
+//! DOUBLE), and every aggregate argument is a file column (or a cast of
+//! one). The one filter taken is `k IS NOT NULL` over key columns (TSBS
+//! writes `WHERE name IS NOT NULL` above its GROUP BYs): a row it drops is
+//! exactly a row of a group whose `k` is NULL, so the scan reads every row
+//! and those groups are left out of the output
+//! ([`DictionaryScan::non_null_keys`]). At execution it takes over only if
 //! every row group's key chunks are entirely dictionary-encoded (the footer's
 //! page encoding statistics say so) and the files' own types match the
 //! table's; otherwise phase 1 reads the scan as usual. Work is handed out
@@ -34,6 +39,7 @@
 use super::accumulate::InlineAgg;
 use super::dictionary_codes::{KeyChunk, Physical};
 use super::group_keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
+use super::spec::AggregateSpec;
 use super::table::Table;
 use crate::parquet_read::{Chunks, chunk_range, fetch_footers, row_groups_in_range};
 use crate::priority::{Admission, PlannedAdmission, PriorityGateExec, Turn};
@@ -58,7 +64,9 @@ use datafusion::parquet::arrow::arrow_reader::{
 use datafusion::parquet::basic::{Encoding, PageType, Type as PhysicalType};
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
-use datafusion::physical_expr::expressions::{CastExpr, Column};
+use datafusion::physical_expr::expressions::{CastExpr, Column, IsNotNullExpr};
+use datafusion::physical_expr::split_conjunction;
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
@@ -85,6 +93,10 @@ pub(crate) struct DictionaryScan {
     /// The query's admission from planning, released once phase 1 holds
     /// its own.
     planned: Option<Arc<PlannedAdmission>>,
+    /// Keys (positions in the GROUP BY) whose NULL groups a filter above
+    /// the scan dropped: their rows are read and grouped, and the groups
+    /// left out of the output.
+    non_null_keys: Vec<usize>,
 }
 
 /// An aggregate argument: a file column, maybe cast (`sum` of a small
@@ -123,6 +135,25 @@ fn string_type(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
 }
 
+/// Positions in `group_exprs` of the columns a predicate's conjuncts each
+/// require non-NULL (`k IS NOT NULL`), where every conjunct is one.
+fn not_null_keys(
+    predicate: &Arc<dyn PhysicalExpr>,
+    group_exprs: &[(Arc<dyn PhysicalExpr>, String)],
+    same_column: impl Fn(&Column, &Arc<dyn PhysicalExpr>) -> bool,
+) -> Option<Vec<usize>> {
+    split_conjunction(predicate)
+        .into_iter()
+        .map(|c| {
+            let column = c
+                .downcast_ref::<IsNotNullExpr>()?
+                .arg()
+                .downcast_ref::<Column>()?;
+            group_exprs.iter().position(|(e, _)| same_column(column, e))
+        })
+        .collect()
+}
+
 impl DictionaryScan {
     /// The scan for an aggregate over `input` with these keys and
     /// aggregates, when it qualifies (see the module docs).
@@ -133,11 +164,29 @@ impl DictionaryScan {
     ) -> Option<Self> {
         // A round-robin repartition (few files for many partitions) only
         // deals batches out: the files below it are the input all the same.
+        // A filter of `k IS NOT NULL` over keys is taken over (the groups
+        // of NULL `k` are left out at the end); neither changes the schema,
+        // so the key expressions read the scan's columns as they are.
         let mut input = input;
-        if let Some(r) = input.downcast_ref::<RepartitionExec>()
-            && matches!(r.partitioning(), Partitioning::RoundRobinBatch(_))
-        {
-            input = r.input();
+        let mut non_null_keys = vec![];
+        loop {
+            if let Some(r) = input.downcast_ref::<RepartitionExec>()
+                && matches!(r.partitioning(), Partitioning::RoundRobinBatch(_))
+            {
+                input = r.input();
+            } else if let Some(f) = input.downcast_ref::<FilterExec>()
+                && f.projection().is_none()
+                && f.fetch().is_none()
+            {
+                let same = |c: &Column, e: &Arc<dyn PhysicalExpr>| {
+                    e.downcast_ref::<Column>()
+                        .is_some_and(|k| k.index() == c.index())
+                };
+                non_null_keys.extend(not_null_keys(f.predicate(), group_exprs, same)?);
+                input = f.input();
+            } else {
+                break;
+            }
         }
         let gate = input.downcast_ref::<PriorityGateExec>();
         if let Some(g) = gate {
@@ -149,8 +198,7 @@ impl DictionaryScan {
             .downcast_ref::<DataSourceExec>()?
             .downcast_to_file_source::<ParquetSource>()?;
         let crypto = &source.table_parquet_options().crypto;
-        if source.filter().is_some()
-            || config.limit.is_some()
+        if config.limit.is_some()
             || crypto.file_decryption.is_some()
             || crypto.factory_id.is_some()
         {
@@ -173,12 +221,26 @@ impl DictionaryScan {
             .collect::<Option<_>>()?;
         let qualifies = match keys.as_slice() {
             [(_, t)] => key_type(t),
-            [_, _, ..] => keys.iter().all(|(_, t)| key_type(t) || string_type(t)),
+            [_, _, ..] => keys
+                .iter()
+                .all(|(_, t)| key_type(t) || string_type(t) || *t == DataType::Float64),
             [] => false,
         };
         if !qualifies {
             return None;
         }
+        // The scan's own predicate (pushed down for pruning, or for row
+        // filtering with `pushdown_filters`): only the same `IS NOT NULL`
+        // over key columns, by name (it reads the table's columns).
+        if let Some(predicate) = source.filter() {
+            let same = |c: &Column, e: &Arc<dyn PhysicalExpr>| {
+                file_column(e).is_some_and(|(name, _)| name == c.name())
+            };
+            let filtered = not_null_keys(&predicate, group_exprs, same)?;
+            non_null_keys.extend(filtered);
+        }
+        non_null_keys.sort_unstable();
+        non_null_keys.dedup();
         let args = aggs
             .iter()
             .map(|a| match &a.arg {
@@ -217,7 +279,16 @@ impl DictionaryScan {
             args,
             gate,
             planned,
+            non_null_keys,
         })
+    }
+
+    /// Keys (positions in the GROUP BY) whose NULL groups are not part of
+    /// the answer: a `k IS NOT NULL` filter between the aggregate and the
+    /// scan dropped their rows, and the scan, which reads every row, leaves
+    /// the groups out instead.
+    pub(crate) fn non_null_keys(&self) -> &[usize] {
+        &self.non_null_keys
     }
 
     /// Reads every file's footer and returns the work, or `None` when some
@@ -277,13 +348,16 @@ impl DictionaryScan {
             return Ok(None);
         }
         // Several keys: only when the groups promise to stay few (else the
-        // stream's probe decides, and may hand the rows to DataFusion).
-        if largest.len() > 1
-            && largest
-                .iter()
-                .try_fold(1u64, |p, &n| p.checked_mul(n.max(1)))
-                .is_none_or(|p| p > MAX_TUPLES as u64)
-        {
+        // stream's probe decides, and may hand the rows to DataFusion). The
+        // product of the dictionaries promises it; failing that (columns
+        // that go together, as a truck's name, driver and model do, have a
+        // product far above their tuples), each dictionary must be small
+        // and the first row group's tuples few ([`Work::few_tuples`]).
+        let product = largest
+            .iter()
+            .try_fold(1u64, |p, &n| p.checked_mul(n.max(1)));
+        let probe = largest.len() > 1 && product.is_none_or(|p| p > MAX_TUPLES as u64);
+        if probe && largest.iter().any(|&n| n > MAX_TUPLES as u64) {
             return Ok(None);
         }
         let args = self.args.clone();
@@ -304,6 +378,7 @@ impl DictionaryScan {
                 admission
             }),
             gate: self.gate.clone(),
+            probe,
         }))
     }
 
@@ -336,6 +411,7 @@ impl DictionaryScan {
                 PhysicalType::INT32 if key_type(t) => Physical::Int32,
                 PhysicalType::INT64 if key_type(t) => Physical::Int64,
                 PhysicalType::BYTE_ARRAY if string_type(t) => Physical::Utf8,
+                PhysicalType::DOUBLE if *t == DataType::Float64 => Physical::Double,
                 _ => return None,
             };
             if c.max_rep_level() != 0 || c.max_def_level() > 1 {
@@ -450,6 +526,9 @@ pub(crate) struct Work {
     /// The query counts as running while phase 1 reads (the gate's own
     /// stream, which would hold this, is never opened).
     _admission: Option<Admission>,
+    /// The dictionaries do not bound the key tuples: [`Self::few_tuples`]
+    /// must say they are few before the scan takes over.
+    probe: bool,
 }
 
 impl std::fmt::Debug for Work {
@@ -461,6 +540,25 @@ impl std::fmt::Debug for Work {
 }
 
 impl Work {
+    /// Whether the scan may take over: always when the dictionaries bound
+    /// the key tuples, else when the first row group's tuples are at most
+    /// a quarter of [`MAX_TUPLES`] (read into a scratch table and thrown
+    /// away: one row group read twice). Later row groups that bring more
+    /// are decoded instead ([`Self::row_group`]).
+    pub(super) async fn few_tuples(
+        &self,
+        spec: &AggregateSpec,
+        batch_size: usize,
+    ) -> Result<bool> {
+        let Some(&(f, rg)) = self.items.first().filter(|_| self.probe) else {
+            return Ok(true);
+        };
+        let mut table = Table::new(spec)?;
+        self.row_group(&self.files[f], rg, &mut table, batch_size)
+            .await?;
+        Ok(!table.keys.overflowed() && table.keys.len() * 4 <= MAX_TUPLES)
+    }
+
     /// Aggregates row groups into `table` until none is left, its memory
     /// accounted in `reservation`. Returns the rows read.
     pub(super) async fn run(

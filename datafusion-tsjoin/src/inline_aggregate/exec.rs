@@ -224,6 +224,23 @@ impl InlineAggregateExec {
     }
 }
 
+impl InlineAggregateExec {
+    /// EXPLAIN's note of the `k IS NOT NULL` filter the dictionary scan
+    /// took over: ` (NULL k skipped)`, or nothing.
+    fn skipped_nulls(&self, scan: &DictionaryScan) -> String {
+        let keys: Vec<&str> = scan
+            .non_null_keys()
+            .iter()
+            .map(|&k| self.group_exprs[k].1.as_str())
+            .collect();
+        if keys.is_empty() {
+            String::new()
+        } else {
+            format!(" (NULL {} skipped)", keys.join(", "))
+        }
+    }
+}
+
 impl DisplayAs for InlineAggregateExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let gby: Vec<String> = self
@@ -241,8 +258,8 @@ impl DisplayAs for InlineAggregateExec {
                     aggr.join(", "),
                     self.shape.name()
                 )?;
-                if self.dictionary.is_some() {
-                    write!(f, ", scan=parquet codes")?;
+                if let Some(d) = &self.dictionary {
+                    write!(f, ", scan=parquet codes{}", self.skipped_nulls(d))?;
                 }
                 if let Some(template) = &self.fallback {
                     write!(
@@ -257,8 +274,8 @@ impl DisplayAs for InlineAggregateExec {
                 writeln!(f, "gby=[{}]", gby.join(", "))?;
                 writeln!(f, "aggr=[{}]", aggr.join(", "))?;
                 write!(f, "keys={}", self.shape.name())?;
-                if self.dictionary.is_some() {
-                    write!(f, "\nscan=parquet codes")?;
+                if let Some(d) = &self.dictionary {
+                    write!(f, "\nscan=parquet codes{}", self.skipped_nulls(d))?;
                 }
                 if let Some(template) = &self.fallback {
                     write!(

@@ -31,7 +31,8 @@ pub enum KeyShape {
     /// One dictionary-encoded key: each dictionary interned once per batch,
     /// codes mapped to groups.
     Dict,
-    /// Several integer, string or dictionary keys while the groups stay
+    /// Several integer, string or dictionary keys (or `Float64` ones read
+    /// from Parquet dictionary codes) while the groups stay
     /// few: each column coded on its own (as the single-key shapes do), the
     /// code tuples mapped to group ids by [`IntKeys`]. Past
     /// [`COMPOSITE_MAX_GROUPS`] groups it turns into [`KeyShape::General`].
@@ -101,7 +102,10 @@ pub(crate) fn int_like(t: &DataType) -> bool {
 }
 
 /// Types a [`KeyShape::Composite`] column may have: those a single-column
-/// table codes fast.
+/// table codes fast, and `Float64`, which the planner lets in only where
+/// the columns' Parquet dictionary codes are read (a float column coded row
+/// by row costs more than DataFusion's one multi-column table; see
+/// `benches/README.md`, TSBS avg-load).
 fn codable(t: &DataType) -> bool {
     int_like(t)
         || matches!(
@@ -110,6 +114,7 @@ fn codable(t: &DataType) -> bool {
                 | DataType::Utf8View
                 | DataType::LargeUtf8
                 | DataType::Dictionary(..)
+                | DataType::Float64
         )
 }
 

@@ -7,6 +7,7 @@ use super::group_keys::KeyShape;
 use super::time_disjoint;
 use crate::config::TsJoinOptions;
 use crate::functions::percentile_spec;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
@@ -197,6 +198,11 @@ fn inline(
     .with_dictionary_scan(dictionary_scan)
     // Over the memory limit, DataFusion's aggregate (which spills) runs.
     .with_memory_fallback(Arc::clone(node));
+    // A float column in a composite key pays only read as Parquet
+    // dictionary codes; coded row by row, DataFusion's table is faster.
+    if !all_keys && exec.dictionary.is_none() && key_types.contains(&DataType::Float64) {
+        return Ok(None);
+    }
     // Composite keys win while their groups are few; by default a probe
     // decides at run time and falls back to this very plan when they are
     // many. `all_keys` keeps every key list inline (to compare).

@@ -19,6 +19,8 @@ use super::metrics::InlineAggregateMetrics;
 use super::spec::AggregateSpec;
 use super::table::{Partial, Phase1Task, Rows, Table};
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::compute::kernels::boolean::{and, is_not_null};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::hash_utils::create_hashes;
 use datafusion::common::runtime::SpawnedTask;
@@ -230,6 +232,11 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
     } = partition_metrics;
     let out_schema = Arc::clone(&schema);
     let batch_size = context.session_config().batch_size();
+    // Groups a filter the dictionary scan took over would have dropped.
+    let non_null_keys = dictionary
+        .as_ref()
+        .map(|d| d.non_null_keys().to_vec())
+        .unwrap_or_default();
     let (restart_cell, restart_context, restart_metric) =
         (Arc::clone(&cell), Arc::clone(&context), fell_back.clone());
     let inline = async move {
@@ -317,6 +324,7 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
             .join()
             .await
             .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+        let batches = drop_null_groups(batches, &non_null_keys)?;
         Ok::<_, DataFusionError>(stream::iter(batches.into_iter().map(Ok)).boxed())
     };
     let stream = stream::once(async move {
@@ -345,6 +353,32 @@ pub(super) fn inline_aggregate_stream(args: StreamArgs) -> SendableRecordBatchSt
     Box::pin(RecordBatchStreamAdapter::new(out_schema, stream))
 }
 
+/// `batches` without the rows whose key columns `keys` (the first columns,
+/// in GROUP BY order) hold a NULL: the groups of rows a `k IS NOT NULL`
+/// filter would have dropped before the aggregate (see
+/// [`DictionaryScan::non_null_keys`]).
+fn drop_null_groups(
+    batches: Vec<RecordBatch>,
+    keys: &[usize],
+) -> Result<Vec<RecordBatch>> {
+    if keys.is_empty() {
+        return Ok(batches);
+    }
+    batches
+        .into_iter()
+        .map(|b| {
+            if keys.iter().all(|&k| b.column(k).null_count() == 0) {
+                return Ok(b);
+            }
+            let mut keep = is_not_null(b.column(keys[0]))?;
+            for &k in &keys[1..] {
+                keep = and(&keep, &is_not_null(b.column(k))?)?;
+            }
+            Ok(filter_record_batch(&b, &keep)?)
+        })
+        .collect()
+}
+
 /// Starts phase 1: one task per input partition (spawned so partitions
 /// aggregate in parallel; dropping every output stream aborts them), from
 /// the files' codes when the dictionary scan takes over, else from the
@@ -360,8 +394,14 @@ async fn start(
     metrics: &ExecutionPlanMetricsSet,
 ) -> Result<Arc<Phase1>> {
     let started = std::time::Instant::now();
+    let batch_size = context.session_config().batch_size();
     let work = match dictionary {
-        Some(scan) => scan.prepare(context, metrics).await?.map(Arc::new),
+        Some(scan) => match scan.prepare(context, metrics).await? {
+            Some(work) if work.few_tuples(spec, batch_size).await? => {
+                Some(Arc::new(work))
+            }
+            _ => None,
+        },
         None => None,
     };
     // Exact counts only (a table reserved from an estimate could be far too
