@@ -24,7 +24,7 @@
 //! ```
 
 use crate::functions::PercentileSpec;
-use crate::inline_aggregate::{AggFn, InlineAgg, InlineAggregateExec};
+use crate::inline_aggregate::{AggFn, InlineAgg, InlineAggregateExec, with_leaf};
 use crate::tail::{TailExec, TailNode, decode_range, encode_range};
 use crate::window_join::{
     AggInput, BoundUnit, Direction, ExprLayout, PhysicalBound, Prevailing, TimeScale,
@@ -41,6 +41,7 @@ use datafusion::logical_expr::{Extension, LogicalPlan, UserDefinedLogicalNodeCor
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use datafusion::physical_plan::{Partitioning, PlanProperties};
@@ -50,9 +51,11 @@ use datafusion_proto::logical_plan::to_proto::serialize_expr;
 use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use datafusion_proto::physical_plan::{
-    PhysicalExtensionCodec, PhysicalProtoConverterExtension,
+    AsExecutionPlan, PhysicalExtensionCodec, PhysicalProtoConverterExtension,
 };
-use datafusion_proto::protobuf::{self, LogicalExprNode, PhysicalExprNode};
+use datafusion_proto::protobuf::{
+    self, LogicalExprNode, PhysicalExprNode, PhysicalPlanNode,
+};
 use prost::Message;
 use std::sync::Arc;
 
@@ -120,6 +123,17 @@ struct InlineAggregateProto {
     /// The constants of each `approx_percentile` aggregate, in order.
     #[prost(message, repeated, tag = "9")]
     percentiles: Vec<PercentileProto>,
+    /// The aggregate run instead when the groups are many
+    /// (`with_fallback`) and when over the memory limit
+    /// (`with_memory_fallback`): datafusion-proto plans whose input is an
+    /// `EmptyExec` in place of this operator's input (put back when they
+    /// run). Absent: none, or one datafusion-proto cannot encode (the
+    /// operator then runs inline whatever the groups, and over the limit
+    /// reports `Resources exhausted`).
+    #[prost(bytes = "vec", optional, tag = "10")]
+    fallback: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "11")]
+    on_exhausted: Option<Vec<u8>>,
 }
 
 /// An inline `approx_percentile`'s constants (its histogram kind follows
@@ -433,9 +447,37 @@ impl TsJoinPhysicalCodec {
                 .collect(),
             partitions: partitioning.partition_count() as u64,
             hashed: matches!(partitioning, Partitioning::Hash(..)),
+            fallback: self.encode_template(exec.fallback.as_ref(), &exec.input),
+            on_exhausted: self.encode_template(exec.on_exhausted.as_ref(), &exec.input),
         };
         buf.push(INLINE_AGGREGATE_TAG);
         msg.encode(buf).map_err(proto_err)
+    }
+
+    /// A fallback template in datafusion-proto's encoding, its input
+    /// (`input`'s place) an `EmptyExec`; `None` when there is none or it
+    /// cannot be encoded (the fallback is an optimisation: the operator
+    /// answers without it).
+    fn encode_template(
+        &self,
+        template: Option<&Arc<dyn ExecutionPlan>>,
+        input: &Arc<dyn ExecutionPlan>,
+    ) -> Option<Vec<u8>> {
+        let detached =
+            with_leaf(template?, Arc::new(EmptyExec::new(input.schema()))).ok()?;
+        let node = PhysicalPlanNode::try_from_physical_plan(detached, self).ok()?;
+        Some(node.encode_to_vec())
+    }
+
+    /// [`Self::encode_template`]'s bytes as a plan.
+    fn decode_template(
+        &self,
+        bytes: &[u8],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        PhysicalPlanNode::decode(bytes)
+            .map_err(proto_err)?
+            .try_into_physical_plan(ctx, self)
     }
 
     fn decode_inline_aggregate(
@@ -533,15 +575,20 @@ impl TsJoinPhysicalCodec {
             EmissionType::Final,
             Boundedness::Bounded,
         );
-        Ok(Arc::new(
-            InlineAggregateExec::try_new(
-                Arc::clone(input),
-                group_exprs,
-                aggs,
-                Arc::new(properties),
-            )?
-            .with_dictionary_scan(!msg.no_dictionary_scan),
-        ))
+        let mut exec = InlineAggregateExec::try_new(
+            Arc::clone(input),
+            group_exprs,
+            aggs,
+            Arc::new(properties),
+        )?
+        .with_dictionary_scan(!msg.no_dictionary_scan);
+        if let Some(bytes) = &msg.fallback {
+            exec = exec.with_fallback(self.decode_template(bytes, ctx)?);
+        }
+        if let Some(bytes) = &msg.on_exhausted {
+            exec = exec.with_memory_fallback(self.decode_template(bytes, ctx)?);
+        }
+        Ok(Arc::new(exec))
     }
 }
 

@@ -53,7 +53,16 @@ fn key_column(
         )),
         5 => Arc::new(StringArray::from(
             vals.iter()
-                .map(|v| v.map(|v| format!("key-{v}")))
+                // Short strings (held in their views) and long ones.
+                .map(|v| {
+                    v.map(|v| {
+                        if v % 3 == 0 {
+                            format!("a key longer than a view {v}")
+                        } else {
+                            format!("key-{v}")
+                        }
+                    })
+                })
                 .collect::<Vec<_>>(),
         )),
         _ => {
@@ -191,14 +200,22 @@ async fn unsupported_aggregates_stay_on_datafusion() {
         "SELECT k, min(s) FROM t GROUP BY k",
         "SELECT k, sum(v) FILTER (WHERE v > 1) FROM t GROUP BY k",
         "SELECT count(*), sum(v) FROM t",
-        // Plain string keys: only with `tsjoin.inline_aggregate_all_keys`.
-        "SELECT s, sum(v) FROM t GROUP BY s",
+        // A float key: only with `tsjoin.inline_aggregate_all_keys`.
+        "SELECT v, count(*) FROM t GROUP BY v",
     ] {
         let plan = physical_plan(&ctx, sql).await;
         let text = displayable(plan.as_ref()).indent(true).to_string();
         assert!(!text.contains("InlineAggregateExec"), "{sql}\n{text}");
         assert!(!rows(&ctx, sql).await.is_empty());
     }
+    // A string key goes inline, with the fallback for many groups.
+    let sql = "SELECT s, sum(v) FROM t GROUP BY s";
+    let plan = physical_plan(&ctx, sql).await;
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("keys=string, fallback=hash aggregate when groups are many"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -122,8 +122,9 @@ impl InlineAggregateExec {
 
     /// This operator, running `template` (the aggregate it replaces, over
     /// the same input) instead when phase 1's probe shows many groups.
-    /// Ignored unless the keys are `composite` (EXPLAIN `keys=composite`), the shape whose
-    /// winning depends on the data.
+    /// Ignored unless the keys are `composite` or `string` (EXPLAIN
+    /// `keys=composite`, `keys=string`), the shapes whose winning depends on
+    /// the number of groups.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -136,7 +137,9 @@ impl InlineAggregateExec {
     /// # Ok(()) }
     /// ```
     pub fn with_fallback(mut self, template: Arc<dyn ExecutionPlan>) -> Self {
-        if self.shape == KeyShape::Composite && template.schema() == self.schema {
+        if matches!(self.shape, KeyShape::Composite | KeyShape::String)
+            && template.schema() == self.schema
+        {
             self.fallback = Some(template);
         }
         self

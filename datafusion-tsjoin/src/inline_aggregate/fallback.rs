@@ -337,7 +337,7 @@ impl Drop for Probe {
 
 /// The original aggregate `template` with its input replaced by `leaf`
 /// (below the partial or single aggregate; fresh nodes, fresh state).
-pub(super) fn with_leaf(
+pub(crate) fn with_leaf(
     template: &Arc<dyn ExecutionPlan>,
     leaf: Arc<dyn ExecutionPlan>,
 ) -> Result<Arc<dyn ExecutionPlan>> {

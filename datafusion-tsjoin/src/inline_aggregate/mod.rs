@@ -47,4 +47,5 @@ pub use exec::InlineAggregateExec;
 pub use rule::InlineAggregateRule;
 
 pub(crate) use accumulate::{AggFn, InlineAgg};
+pub(crate) use fallback::with_leaf;
 pub(crate) use group_keys::{GroupKeys, int_like};
