@@ -319,6 +319,32 @@ async fn dictionary_scan_survives_the_round_trip() {
     assert_eq!((code_rows(&plan), code_rows(&back)), (4, 4));
 }
 
+/// An inline aggregate whose keys may fall back keeps its fallback plan
+/// across the wire (it was dropped: a decoded plan ran inline whatever its
+/// groups).
+#[tokio::test]
+async fn inline_aggregate_fallback_round_trips_through_proto() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(2);
+    parquet_tables(&ctx, dir.path()).await;
+    let sql = "SELECT sym, i, count(*), sum(v) FROM p GROUP BY sym, i ORDER BY sym, i";
+    let plan = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let text = displayable(plan.as_ref()).indent(true).to_string();
+    assert!(
+        text.contains("keys=composite") && text.contains("fallback=hash aggregate"),
+        "{text}"
+    );
+    let back = physical_round_trip(&plan, &ctx);
+    assert_eq!(text, displayable(back.as_ref()).indent(true).to_string());
+    assert_eq!(answer(&plan, &ctx).await, answer(&back, &ctx).await);
+}
+
 /// QuestDB's LIMIT over an input without a reversible order plans a
 /// TailExec; it crosses the wire in both plan forms with its range.
 #[tokio::test]

@@ -122,9 +122,8 @@ impl InlineAggregateExec {
 
     /// This operator, running `template` (the aggregate it replaces, over
     /// the same input) instead when phase 1's probe shows many groups.
-    /// Ignored unless the keys are `composite` or `string` (EXPLAIN
-    /// `keys=composite`, `keys=string`), the shapes whose winning depends on
-    /// the number of groups.
+    /// Ignored unless the keys are `composite` (EXPLAIN `keys=composite`), the shape whose
+    /// winning depends on the data.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -137,9 +136,7 @@ impl InlineAggregateExec {
     /// # Ok(()) }
     /// ```
     pub fn with_fallback(mut self, template: Arc<dyn ExecutionPlan>) -> Self {
-        if matches!(self.shape, KeyShape::Composite | KeyShape::String)
-            && template.schema() == self.schema
-        {
+        if self.shape == KeyShape::Composite && template.schema() == self.schema {
             self.fallback = Some(template);
         }
         self

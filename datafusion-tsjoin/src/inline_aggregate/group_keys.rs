@@ -31,11 +31,6 @@ pub enum KeyShape {
     /// One dictionary-encoded key: each dictionary interned once per batch,
     /// codes mapped to groups.
     Dict,
-    /// One string key while the groups stay few: [`ViewKeys`] reads each
-    /// row's 16-byte view (a short string is its view: one compare, no
-    /// hashing of bytes). Like [`KeyShape::Composite`], it hands over to
-    /// DataFusion's aggregate when a probe finds many groups.
-    String,
     /// Several integer, string or dictionary keys (or `Float64` ones read
     /// from Parquet dictionary codes) while the groups stay
     /// few: each column coded on its own (as the single-key shapes do), the
@@ -54,7 +49,15 @@ pub const COMPOSITE_MAX_GROUPS: usize = 1 << 16;
 impl GroupKeys {
     /// The table of one column of a [`KeyShape::Composite`] key.
     pub(super) fn column(t: &DataType) -> Result<Self> {
-        GroupKeys::try_new(std::slice::from_ref(t))
+        Ok(match t {
+            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => {
+                GroupKeys::View {
+                    keys: ViewKeys::default(),
+                    data_type: t.clone(),
+                }
+            }
+            _ => GroupKeys::try_new(std::slice::from_ref(t))?,
+        })
     }
 }
 
@@ -64,7 +67,6 @@ impl KeyShape {
         match types {
             [t] if int_like(t) => KeyShape::Int,
             [DataType::Dictionary(..)] => KeyShape::Dict,
-            [t] if string(t) => KeyShape::String,
             [_, _, ..] if types.iter().all(codable) => KeyShape::Composite,
             _ => KeyShape::General,
         }
@@ -75,7 +77,6 @@ impl KeyShape {
         match self {
             KeyShape::Int => "int",
             KeyShape::Dict => "dictionary",
-            KeyShape::String => "string",
             KeyShape::Composite => "composite",
             KeyShape::General => "general",
         }
@@ -98,11 +99,6 @@ pub(crate) fn int_like(t: &DataType) -> bool {
             | DataType::Date64
             | DataType::Timestamp(..)
     )
-}
-
-/// String types (coded by [`ViewKeys`]).
-fn string(t: &DataType) -> bool {
-    matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
 }
 
 /// Types a [`KeyShape::Composite`] column may have: those a single-column
@@ -138,8 +134,7 @@ pub(crate) enum GroupKeys {
         null: Option<u32>,
     },
     Composite(Box<Composite>),
-    /// One string key, or one string column of a composite key (see
-    /// [`ViewKeys`]).
+    /// One string column of a composite key (see [`ViewKeys`]).
     View {
         keys: ViewKeys,
         data_type: DataType,
@@ -179,10 +174,6 @@ impl GroupKeys {
                     null: None,
                 }
             }
-            KeyShape::String => GroupKeys::View {
-                keys: ViewKeys::default(),
-                data_type: types[0].clone(),
-            },
             KeyShape::Composite => {
                 GroupKeys::Composite(Box::new(Composite::try_new(types)?))
             }
