@@ -8,7 +8,7 @@
 //! NULL` filters over keys or not, whose row groups past the tuple bound
 //! are grouped from decoded keys.
 
-use crate::support::{cell, code_rows, context, physical_plan};
+use crate::support::{cell, code_rows, context, explained_plan, physical_plan};
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMicrosecondArray,
@@ -62,6 +62,25 @@ async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, usize) {
         })
         .collect();
     (rows, code_rows(&plan))
+}
+
+/// A session of `partitions` partitions whose table `t` is `batch`, written
+/// as one Parquet file into `dir` (the writer's defaults, or `props`).
+async fn one_file_table(
+    dir: &std::path::Path,
+    batch: &RecordBatch,
+    props: Option<WriterProperties>,
+    partitions: usize,
+) -> SessionContext {
+    let out = std::fs::File::create(dir.join("a.parquet")).unwrap();
+    let mut w = ArrowWriter::try_new(out, batch.schema(), props).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+    let ctx = context(partitions);
+    ctx.register_parquet("t", dir.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap();
+    ctx
 }
 
 /// Runs one random case; returns whether the query with arguments read
@@ -234,32 +253,15 @@ async fn dictionary_scan_shows_and_switches_off() {
         ],
     )
     .unwrap();
-    let out = std::fs::File::create(dir.path().join("a.parquet")).unwrap();
-    let mut w = ArrowWriter::try_new(out, schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    let ctx = context(2);
-    ctx.register_parquet(
-        "t",
-        dir.path().to_str().unwrap(),
-        ParquetReadOptions::default(),
-    )
-    .await
-    .unwrap();
-    let explain = |sql: &str| {
-        let ctx = ctx.clone();
-        let sql = format!("EXPLAIN {sql}");
-        async move {
-            let batches = ctx.tsjoin_sql(&sql).await.unwrap().collect().await.unwrap();
-            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-                .unwrap()
-                .to_string()
-        }
-    };
+    let ctx = one_file_table(dir.path(), &batch, None, 2).await;
     let sql = "SELECT k, sum(v) FROM t GROUP BY k";
-    assert!(explain(sql).await.contains("scan=parquet codes"));
     assert!(
-        !explain("SELECT k, sum(v) FROM t WHERE v > 15 GROUP BY k")
+        explained_plan(&ctx, sql)
+            .await
+            .contains("scan=parquet codes")
+    );
+    assert!(
+        !explained_plan(&ctx, "SELECT k, sum(v) FROM t WHERE v > 15 GROUP BY k")
             .await
             .contains("scan=parquet codes")
     );
@@ -316,36 +318,10 @@ async fn float_keys_go_inline_only_through_the_scan() {
         ],
     )
     .unwrap();
-    let out = std::fs::File::create(dir.path().join("a.parquet")).unwrap();
-    let mut w = ArrowWriter::try_new(out, schema, None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    let ctx = context(2);
-    ctx.register_parquet(
-        "t",
-        dir.path().to_str().unwrap(),
-        ParquetReadOptions::default(),
-    )
-    .await
-    .unwrap();
+    let ctx = one_file_table(dir.path(), &batch, None, 2).await;
     ctx.tsjoin_sql("CREATE TABLE m AS SELECT * FROM t")
         .await
         .unwrap();
-    let explain = |sql: String| {
-        let ctx = ctx.clone();
-        async move {
-            let batches = ctx
-                .tsjoin_sql(&format!("EXPLAIN {sql}"))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-                .unwrap()
-                .to_string()
-        }
-    };
     let query = |table: &str, filter: &str| {
         format!(
             "SELECT name, cap, count(*), avg(v) FROM {table} {filter} GROUP BY name, cap \
@@ -354,7 +330,7 @@ async fn float_keys_go_inline_only_through_the_scan() {
     };
     let sql = query("t", "WHERE name IS NOT NULL");
     assert!(
-        explain(sql.clone())
+        explained_plan(&ctx, &sql)
             .await
             .contains("keys=composite, scan=parquet codes (NULL name skipped)")
     );
@@ -371,13 +347,17 @@ async fn float_keys_go_inline_only_through_the_scan() {
     // A filter the scan cannot take, a table not in Parquet, the scan off:
     // DataFusion's aggregate.
     for sql in [query("t", "WHERE v > 10"), query("m", "")] {
-        assert!(!explain(sql).await.contains("InlineAggregateExec"));
+        assert!(
+            !explained_plan(&ctx, &sql)
+                .await
+                .contains("InlineAggregateExec")
+        );
     }
     ctx.tsjoin_sql("SET tsjoin.inline_aggregate_dictionary_scan = false")
         .await
         .unwrap();
     assert!(
-        !explain(query("t", ""))
+        !explained_plan(&ctx, &query("t", ""))
             .await
             .contains("InlineAggregateExec")
     );
@@ -731,18 +711,7 @@ async fn keys_that_go_together_take_the_scan_after_one_row_group() {
         let props = WriterProperties::builder()
             .set_max_row_group_row_count(Some(70_000))
             .build();
-        let out = std::fs::File::create(dir.path().join("a.parquet")).unwrap();
-        let mut w = ArrowWriter::try_new(out, schema, Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        let ctx = context(2);
-        ctx.register_parquet(
-            "t",
-            dir.path().to_str().unwrap(),
-            ParquetReadOptions::default(),
-        )
-        .await
-        .unwrap();
+        let ctx = one_file_table(dir.path(), &batch, Some(props), 2).await;
         let what = format!("correlated {correlated}");
         let read = compare_multi(&ctx, 3, "WHERE k1 IS NOT NULL", &what).await;
         let want = if correlated { n } else { 0 };

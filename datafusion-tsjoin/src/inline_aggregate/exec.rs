@@ -222,9 +222,7 @@ impl InlineAggregateExec {
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
     }
-}
 
-impl InlineAggregateExec {
     /// EXPLAIN's note of the `k IS NOT NULL` filter the dictionary scan
     /// took over: ` (NULL k skipped)`, or nothing.
     fn skipped_nulls(&self, scan: &DictionaryScan) -> String {
