@@ -21,34 +21,46 @@
 //! keys are decoded and grouped as the stream's would be).
 //!
 //! Applies when the aggregate's input is a Parquet `DataSourceExec` (or a
-//! round-robin repartition of one) with no
-//! filter, limit, custom reader or decryption, each key is a file column of a
-//! signed integer, date or timestamp type stored as INT32/INT64 (or, with
-//! two keys or more, a string stored as BYTE_ARRAY or a `Float64` stored as
-//! DOUBLE), and every aggregate argument is a file column (or a cast of
-//! one). The one filter taken is `k IS NOT NULL` over key columns (TSBS
-//! writes `WHERE name IS NOT NULL` above its GROUP BYs): a row it drops is
-//! exactly a row of a group whose `k` is NULL, so the scan reads every row
-//! and those groups are left out of the output
-//! ([`DictionaryScan::non_null_keys`]). At execution it takes over only if
+//! round-robin repartition of one, choices of columns and filters above it)
+//! with no limit, custom reader or decryption, each key is a file column
+//! of a signed integer, date or timestamp type stored as INT32/INT64, or a
+//! string stored as BYTE_ARRAY (one string key has its own shape,
+//! `keys=string`, only here), or, with two keys or more, a `Float64` stored
+//! as DOUBLE, and every aggregate argument is a file column (or a cast of
+//! one). Filters (and the scan's own predicate) are taken over: a `k IS
+//! NOT NULL` over a key column drops exactly the rows of the groups whose
+//! `k` is NULL, so the scan reads every row and those groups are left out
+//! of the output ([`DictionaryScan::non_null_keys`]); every other conjunct
+//! is evaluated on the rows read, over the columns arrow's reader decodes
+//! with the arguments, and the rows' group ids and arguments are filtered
+//! before they are aggregated ([`DictionaryScan::filter`]; a group of no
+//! passing row is left out); its statistics prune row groups. A dynamic
+//! filter keeps DataFusion's scan. At execution it takes over only if
 //! every row group's key chunks are entirely dictionary-encoded (the footer's
 //! page encoding statistics say so) and the files' own types match the
 //! table's; otherwise phase 1 reads the scan as usual. Work is handed out
 //! by row group to as many tasks as the scan has partitions.
 
-use super::accumulate::InlineAgg;
+use super::accumulate::{InlineAgg, count_ids};
 use super::dictionary_codes::{KeyChunk, Physical};
 use super::group_keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::spec::AggregateSpec;
 use super::table::Table;
 use crate::parquet_read::{Chunks, chunk_range, fetch_footers, row_groups_in_range};
 use crate::priority::{Admission, PlannedAdmission, PriorityGateExec, Turn};
-use datafusion::arrow::array::{ArrayRef, RecordBatch};
-use datafusion::arrow::compute::{CastOptions, cast, cast_with_options};
-use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{DataFusionError, Result, internal_err};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::kernels::filter::prep_null_mask_filter;
+use datafusion::arrow::compute::{
+    CastOptions, cast, cast_with_options, filter, filter_record_batch,
+};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DataFusionError, Result, internal_err, plan_err};
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::parquet::DefaultParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::parquet::{
+    DefaultParquetFileReaderFactory, ParquetAccessPlan, ParquetFileMetrics,
+    RowGroupAccessPlanFilter,
+};
 use datafusion::datasource::physical_plan::{
     FileSource, ParquetFileReaderFactory, ParquetSource,
 };
@@ -64,10 +76,17 @@ use datafusion::parquet::arrow::arrow_reader::{
 use datafusion::parquet::basic::{Encoding, PageType, Type as PhysicalType};
 use datafusion::parquet::file::metadata::ColumnChunkMetaData;
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
-use datafusion::physical_expr::expressions::{CastExpr, Column, IsNotNullExpr};
-use datafusion::physical_expr::split_conjunction;
+use datafusion::physical_expr::expressions::{
+    CastExpr, Column, DynamicFilterPhysicalExpr, IsNotNullExpr,
+};
+use datafusion::physical_expr::utils::collect_columns;
+use datafusion::physical_expr::{conjunction_opt, split_conjunction};
+use datafusion::physical_optimizer::pruning::{
+    PruningPredicate, PruningPredicateBuilder,
+};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
 use std::ops::Range;
@@ -97,6 +116,61 @@ pub(crate) struct DictionaryScan {
     /// the scan dropped: their rows are read and grouped, and the groups
     /// left out of the output.
     non_null_keys: Vec<usize>,
+    /// What rows must pass besides: the filters' other conjuncts.
+    filter: Option<RowFilter>,
+}
+
+/// The conjuncts of the filters above the scan (and of its own predicate)
+/// other than `k IS NOT NULL` over keys: evaluated on the rows read, as
+/// the filter would, before their keys and arguments are aggregated.
+#[derive(Debug, Clone)]
+struct RowFilter {
+    /// Their conjunction, over the table's columns by name.
+    expr: Arc<dyn PhysicalExpr>,
+    /// The columns it reads: name and type in the table.
+    columns: Vec<(String, DataType)>,
+    /// Row groups its statistics rule out are not read (when the scan
+    /// prunes: `datafusion.execution.parquet.pruning`).
+    pruning: Option<Arc<PruningPredicate>>,
+}
+
+impl RowFilter {
+    /// The rows of `batch` (read from the files) that pass, `None` when all
+    /// do; `bound` holds the expression bound to the batches' columns.
+    fn passing(
+        &self,
+        bound: &mut Option<Arc<dyn PhysicalExpr>>,
+        batch: &RecordBatch,
+    ) -> Result<Option<BooleanArray>> {
+        let expr = match bound {
+            Some(e) => e,
+            None => {
+                let schema = batch.schema();
+                let on_batch = Arc::clone(&self.expr)
+                    .transform(|e| {
+                        Ok(match e.downcast_ref::<Column>() {
+                            Some(c) => Transformed::yes(
+                                Arc::new(Column::new_with_schema(c.name(), &schema)?)
+                                    as Arc<dyn PhysicalExpr>,
+                            ),
+                            None => Transformed::no(e),
+                        })
+                    })?
+                    .data;
+                bound.insert(on_batch)
+            }
+        };
+        let n = batch.num_rows();
+        let mask = expr.evaluate(batch)?.into_array(n)?;
+        let Some(mask) = mask.as_boolean_opt() else {
+            return internal_err!("dictionary scan: filter is not boolean");
+        };
+        let mask = match mask.null_count() {
+            0 => mask.clone(),
+            _ => prep_null_mask_filter(mask),
+        };
+        Ok((mask.true_count() < n).then_some(mask))
+    }
 }
 
 /// An aggregate argument: a file column, maybe cast (`sum` of a small
@@ -135,23 +209,54 @@ fn string_type(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
 }
 
-/// Positions in `group_exprs` of the columns a predicate's conjuncts each
-/// require non-NULL (`k IS NOT NULL`), where every conjunct is one.
-fn not_null_keys(
-    predicate: &Arc<dyn PhysicalExpr>,
+/// The position in `group_exprs` of the column a conjunct requires
+/// non-NULL, when it is `k IS NOT NULL` over a key column `k`.
+fn not_null_key(
+    conjunct: &Arc<dyn PhysicalExpr>,
     group_exprs: &[(Arc<dyn PhysicalExpr>, String)],
     same_column: impl Fn(&Column, &Arc<dyn PhysicalExpr>) -> bool,
-) -> Option<Vec<usize>> {
-    split_conjunction(predicate)
-        .into_iter()
-        .map(|c| {
-            let column = c
-                .downcast_ref::<IsNotNullExpr>()?
-                .arg()
-                .downcast_ref::<Column>()?;
-            group_exprs.iter().position(|(e, _)| same_column(column, e))
+) -> Option<usize> {
+    let column = conjunct
+        .downcast_ref::<IsNotNullExpr>()?
+        .arg()
+        .downcast_ref::<Column>()?;
+    group_exprs.iter().position(|(e, _)| same_column(column, e))
+}
+
+/// Rewrites `exprs` over a projection's output (`projection[i]`: the
+/// column of `below` that output column `i` is) to read `below`.
+fn carry<'a>(
+    projection: &[usize],
+    below: &Schema,
+    exprs: impl Iterator<Item = &'a mut Arc<dyn PhysicalExpr>>,
+) -> Option<()> {
+    for e in exprs {
+        *e = map_columns(e, |c| {
+            let i = *projection.get(c.index())?;
+            Some(Column::new(below.field(i).name(), i))
+        })?;
+    }
+    Some(())
+}
+
+/// `expr` with each column renamed and renumbered by `to` (`None`: a
+/// column it cannot map, and no expression).
+fn map_columns(
+    expr: &Arc<dyn PhysicalExpr>,
+    to: impl Fn(&Column) -> Option<Column>,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    Arc::clone(expr)
+        .transform(|e| {
+            Ok(match e.downcast_ref::<Column>() {
+                Some(c) => match to(c) {
+                    Some(c) => Transformed::yes(Arc::new(c) as Arc<dyn PhysicalExpr>),
+                    None => return plan_err!("column {c} not in the files"),
+                },
+                None => Transformed::no(e),
+            })
         })
-        .collect()
+        .ok()
+        .map(|t| t.data)
 }
 
 impl DictionaryScan {
@@ -164,30 +269,61 @@ impl DictionaryScan {
     ) -> Option<Self> {
         // A round-robin repartition (few files for many partitions) only
         // deals batches out: the files below it are the input all the same.
-        // A filter of `k IS NOT NULL` over keys is taken over (the groups
-        // of NULL `k` are left out at the end); neither changes the schema,
-        // so the key expressions read the scan's columns as they are.
+        // Filters are taken over: `k IS NOT NULL` over keys (the groups of
+        // NULL `k` are left out at the end) and other conjuncts (evaluated
+        // on the rows read). A filter's projection renumbers the columns
+        // above it: keys, arguments and the conjuncts met so far are
+        // carried through it, so that all read the scan's columns.
         let mut input = input;
+        let mut group_exprs = group_exprs.to_vec();
+        let mut arg_exprs: Vec<Option<Arc<dyn PhysicalExpr>>> =
+            aggs.iter().map(|a| a.arg.clone()).collect();
         let mut non_null_keys = vec![];
+        // Other conjuncts of those filters, over the scan's output columns.
+        let mut conjuncts: Vec<Arc<dyn PhysicalExpr>> = vec![];
         loop {
             if let Some(r) = input.downcast_ref::<RepartitionExec>()
                 && matches!(r.partitioning(), Partitioning::RoundRobinBatch(_))
             {
                 input = r.input();
+            } else if let Some(p) = input.downcast_ref::<ProjectionExec>() {
+                // Only a choice of columns (the filter's, before
+                // DataFusion folds it into the filter).
+                let projection = p
+                    .expr()
+                    .iter()
+                    .map(|e| e.expr.downcast_ref::<Column>().map(Column::index))
+                    .collect::<Option<Vec<_>>>()?;
+                let below = p.input().schema();
+                let exprs = group_exprs.iter_mut().map(|(e, _)| e);
+                let exprs = exprs.chain(arg_exprs.iter_mut().flatten());
+                carry(&projection, &below, exprs.chain(&mut conjuncts))?;
+                input = p.input();
             } else if let Some(f) = input.downcast_ref::<FilterExec>()
-                && f.projection().is_none()
                 && f.fetch().is_none()
             {
+                if let Some(projection) = f.projection() {
+                    let below = f.input().schema();
+                    let exprs = group_exprs.iter_mut().map(|(e, _)| e);
+                    let exprs = exprs.chain(arg_exprs.iter_mut().flatten());
+                    carry(projection, &below, exprs.chain(&mut conjuncts))?;
+                }
                 let same = |c: &Column, e: &Arc<dyn PhysicalExpr>| {
                     e.downcast_ref::<Column>()
                         .is_some_and(|k| k.index() == c.index())
                 };
-                non_null_keys.extend(not_null_keys(f.predicate(), group_exprs, same)?);
+                for c in split_conjunction(f.predicate()) {
+                    match not_null_key(c, &group_exprs, same) {
+                        Some(k) => non_null_keys.push(k),
+                        None => conjuncts.push(Arc::clone(c)),
+                    }
+                }
                 input = f.input();
             } else {
                 break;
             }
         }
+        let group_exprs = group_exprs.as_slice();
         let gate = input.downcast_ref::<PriorityGateExec>();
         if let Some(g) = gate {
             input = g.input();
@@ -205,14 +341,18 @@ impl DictionaryScan {
             return None;
         }
         let file_schema = config.file_schema();
-        // The file column an expression over the scan's output reads.
-        let file_column = |e: &Arc<dyn PhysicalExpr>| -> Option<(String, DataType)> {
-            let out = e.downcast_ref::<Column>()?.index();
+        // The table column (in the files) of an output column of the scan.
+        let table_column = |out: usize| -> Option<usize> {
             let table = match source.projection() {
                 Some(p) => p.iter().nth(out)?.expr.downcast_ref::<Column>()?.index(),
                 None => out,
             };
-            let field = file_schema.fields().get(table)?;
+            (table < file_schema.fields().len()).then_some(table)
+        };
+        // The file column an expression over the scan's output reads.
+        let file_column = |e: &Arc<dyn PhysicalExpr>| -> Option<(String, DataType)> {
+            let field =
+                file_schema.field(table_column(e.downcast_ref::<Column>()?.index())?);
             Some((field.name().clone(), field.data_type().clone()))
         };
         let keys: Vec<(String, DataType)> = group_exprs
@@ -220,7 +360,7 @@ impl DictionaryScan {
             .map(|(e, _)| file_column(e))
             .collect::<Option<_>>()?;
         let qualifies = match keys.as_slice() {
-            [(_, t)] => key_type(t),
+            [(_, t)] => key_type(t) || string_type(t),
             [_, _, ..] => keys
                 .iter()
                 .all(|(_, t)| key_type(t) || string_type(t) || *t == DataType::Float64),
@@ -229,21 +369,76 @@ impl DictionaryScan {
         if !qualifies {
             return None;
         }
+        // The filters' other conjuncts over the table's columns, by name.
+        let mut filter: Vec<Arc<dyn PhysicalExpr>> = conjuncts
+            .iter()
+            .map(|c| {
+                map_columns(c, |c| {
+                    let t = table_column(c.index())?;
+                    Some(Column::new(file_schema.field(t).name(), t))
+                })
+            })
+            .collect::<Option<_>>()?;
         // The scan's own predicate (pushed down for pruning, or for row
-        // filtering with `pushdown_filters`): only the same `IS NOT NULL`
-        // over key columns, by name (it reads the table's columns).
+        // filtering with `pushdown_filters`) reads the table's columns by
+        // name: `k IS NOT NULL` over keys as above, the rest evaluated
+        // (again, unless the filter above holds it) on the rows read.
         if let Some(predicate) = source.filter() {
             let same = |c: &Column, e: &Arc<dyn PhysicalExpr>| {
                 file_column(e).is_some_and(|(name, _)| name == c.name())
             };
-            let filtered = not_null_keys(&predicate, group_exprs, same)?;
-            non_null_keys.extend(filtered);
+            for c in split_conjunction(&predicate) {
+                if let Some(k) = not_null_key(c, group_exprs, same) {
+                    non_null_keys.push(k);
+                    continue;
+                }
+                let c = map_columns(c, |c| {
+                    let t = file_schema.index_of(c.name()).ok()?;
+                    Some(Column::new(c.name(), t))
+                })?;
+                if !filter.iter().any(|f| f.as_ref() == c.as_ref()) {
+                    filter.push(c);
+                }
+            }
         }
         non_null_keys.sort_unstable();
         non_null_keys.dedup();
-        let args = aggs
+        // A dynamic filter (a join's or a TopK's) changes as the query runs:
+        // only the scan applies it.
+        let dynamic = |e: &Arc<dyn PhysicalExpr>| {
+            e.exists(|e| Ok(e.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()))
+                .unwrap_or(true)
+        };
+        if filter.iter().any(dynamic) {
+            return None;
+        }
+        let filter = conjunction_opt(filter);
+        let options = source.table_parquet_options();
+        let pruning = filter
+            .as_ref()
+            .filter(|_| options.global.pruning)
+            .and_then(|f| {
+                PruningPredicateBuilder::new()
+                    .with_file_schema(Arc::clone(file_schema))
+                    .try_build(Arc::clone(f))
+                    .ok()
+            })
+            .filter(|p| !p.always_true())
+            .map(Arc::new);
+        let filter = filter.map(|expr| RowFilter {
+            columns: collect_columns(&expr)
+                .iter()
+                .map(|c| {
+                    let f = file_schema.field(c.index());
+                    (f.name().clone(), f.data_type().clone())
+                })
+                .collect(),
+            expr,
+            pruning,
+        });
+        let args = arg_exprs
             .iter()
-            .map(|a| match &a.arg {
+            .map(|a| match a {
                 None => Some(None),
                 Some(e) => {
                     let (e, cast) = match e.downcast_ref::<CastExpr>() {
@@ -280,6 +475,7 @@ impl DictionaryScan {
             gate,
             planned,
             non_null_keys,
+            filter,
         })
     }
 
@@ -289,6 +485,12 @@ impl DictionaryScan {
     /// the groups out instead.
     pub(crate) fn non_null_keys(&self) -> &[usize] {
         &self.non_null_keys
+    }
+
+    /// The filter's conjuncts the scan evaluates on the rows it reads
+    /// (other than `k IS NOT NULL` over keys), over the table's columns.
+    pub(crate) fn filter(&self) -> Option<&Arc<dyn PhysicalExpr>> {
+        self.filter.as_ref().map(|f| &f.expr)
     }
 
     /// Reads every file's footer and returns the work, or `None` when some
@@ -318,9 +520,19 @@ impl DictionaryScan {
             else {
                 return Ok(None);
             };
-            let Some(info) = self.file_info(file, arrow) else {
+            let arrow = match &self.filter {
+                Some(f) => match with_views(arrow, &f.columns) {
+                    Some(a) => a,
+                    None => return Ok(None),
+                },
+                None => arrow,
+            };
+            let Some(mut info) = self.file_info(file, arrow) else {
                 return Ok(None);
             };
+            if let Some(pruning) = self.filter.as_ref().and_then(|f| f.pruning.as_ref()) {
+                info.row_groups = pruned(&info, pruning);
+            }
             let f = files.len();
             for rg in info.row_groups.iter().copied() {
                 let meta = info.arrow.metadata().row_group(rg);
@@ -340,11 +552,12 @@ impl DictionaryScan {
             }
             files.push(info);
         }
-        // With arguments to read, rows still need their group ids, and a
+        // With arguments to read (or a filter), rows still need their group ids, and a
         // dictionary of many entries costs more to intern chunk by chunk
         // than the decoded values cost to look up (benches/README.md).
         // Count-only reading wins at any size.
-        if self.args.iter().any(Option::is_some) && entries * MIN_ROWS_PER_ENTRY > rows {
+        let per_row = self.args.iter().any(Option::is_some) || self.filter.is_some();
+        if per_row && entries * MIN_ROWS_PER_ENTRY > rows {
             return Ok(None);
         }
         // Several keys: only when the groups promise to stay few (else the
@@ -363,6 +576,7 @@ impl DictionaryScan {
         let args = self.args.clone();
         let keys = self.keys.clone();
         Ok(Some(Work {
+            filter: self.filter.clone(),
             factory,
             metrics: metrics.clone(),
             files,
@@ -435,6 +649,17 @@ impl DictionaryScan {
             }
             roots.push(i);
         }
+        // The filter's columns are read with the arguments (strings as
+        // views, as the table types them: see `with_views`).
+        for (name, t) in self.filter.iter().flat_map(|f| &f.columns) {
+            let (i, field) = schema.column_with_name(name)?;
+            if field.data_type() != t {
+                return None;
+            }
+            roots.push(i);
+        }
+        roots.sort_unstable();
+        roots.dedup();
         // Keys decoded with the arguments: row groups whose dictionaries
         // hold too many tuples (several keys only).
         key_roots.extend(roots.iter().copied());
@@ -450,6 +675,64 @@ impl DictionaryScan {
             arrow,
         })
     }
+}
+
+/// `arrow` reading the `columns` the table types `Utf8View` as views
+/// where the file says `Utf8` or `LargeUtf8` (as DataFusion's scan reads
+/// them: no copy of the strings); `None` when the reader refuses.
+fn with_views(
+    arrow: ArrowReaderMetadata,
+    columns: &[(String, DataType)],
+) -> Option<ArrowReaderMetadata> {
+    let schema = arrow.schema();
+    let as_view = |f: &Field| {
+        matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8)
+            && columns
+                .iter()
+                .any(|(n, t)| n == f.name() && *t == DataType::Utf8View)
+    };
+    if !schema.fields().iter().any(|f| as_view(f)) {
+        return Some(arrow);
+    }
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match as_view(f) {
+            true => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8View)),
+            false => Arc::clone(f),
+        })
+        .collect();
+    let views = Schema::new_with_metadata(fields, schema.metadata().clone());
+    let options = ArrowReaderOptions::new().with_schema(Arc::new(views));
+    ArrowReaderMetadata::try_new(Arc::clone(arrow.metadata()), options).ok()
+}
+
+/// The row groups of `info` that `pruning`, by their statistics, does not
+/// rule out.
+fn pruned(info: &FileInfo, pruning: &PruningPredicate) -> Vec<usize> {
+    let all = info.arrow.metadata().row_groups();
+    let mut plan = ParquetAccessPlan::new_none(all.len());
+    for &rg in &info.row_groups {
+        plan.scan(rg);
+    }
+    let scratch = ExecutionPlanMetricsSet::new();
+    let metrics =
+        ParquetFileMetrics::new(0, info.file.object_meta.location.as_ref(), &scratch);
+    let mut filter = RowGroupAccessPlanFilter::new(plan);
+    filter.prune_by_statistics(
+        info.arrow.schema(),
+        info.arrow.parquet_schema(),
+        all,
+        pruning,
+        &metrics,
+    );
+    filter.build().row_group_indexes()
+}
+
+/// Keeps the `ids` of the rows `mask` marks, in order.
+fn retain(ids: &mut Vec<u32>, mask: &BooleanArray) {
+    let mut rows = mask.values().iter();
+    ids.retain(|_| rows.next() == Some(true));
 }
 
 /// Most groups a multi-column key reads from codes (and most tuples the
@@ -502,9 +785,9 @@ struct KeyLeaf {
 struct FileInfo {
     file: PartitionedFile,
     keys: Vec<KeyLeaf>,
-    /// The argument columns (`None`: count(*) only).
+    /// The argument and filter columns (`None`: count(*) only, no filter).
     args: Option<ProjectionMask>,
-    /// The key and argument columns.
+    /// The key, argument and filter columns.
     decoded: ProjectionMask,
     row_groups: Vec<usize>,
     arrow: ArrowReaderMetadata,
@@ -513,6 +796,8 @@ struct FileInfo {
 /// Row groups handed out to phase 1's tasks, one at a time.
 pub(crate) struct Work {
     factory: Arc<dyn ParquetFileReaderFactory>,
+    /// What rows must pass besides.
+    filter: Option<RowFilter>,
     metrics: ExecutionPlanMetricsSet,
     files: Vec<FileInfo>,
     /// Per aggregate, the column its argument reads.
@@ -663,17 +948,28 @@ impl Work {
                 keys.count(rows, &mut table.keys, &mut table.counts)?;
                 return Ok(rows);
             };
-            let mut read = 0;
+            let (mut read, mut bound) = (0, None);
             for batch in batches(mask)? {
                 let batch = batch?;
-                keys.ids(
-                    batch.num_rows(),
-                    &mut table.keys,
-                    &mut table.counts,
-                    &mut table.ids,
-                )?;
-                table.update_states(&self.arg_columns(&batch)?)?;
-                read += batch.num_rows();
+                let n = batch.num_rows();
+                let passing = self.passing(&mut bound, &batch)?;
+                let Table {
+                    keys: groups,
+                    counts,
+                    ids,
+                    ..
+                } = table;
+                match &passing {
+                    None => keys.ids(n, groups, counts, ids)?,
+                    Some(mask) => {
+                        keys.codes(n, groups, counts, ids)?;
+                        retain(ids, mask);
+                        counts.resize(groups.len(), 0);
+                        count_ids(ids, counts);
+                    }
+                }
+                table.update_states(&self.arg_columns(&batch, passing.as_ref())?)?;
+                read += n;
             }
             read
         };
@@ -689,13 +985,37 @@ impl Work {
         Ok(rows)
     }
 
-    fn arg_columns(&self, batch: &RecordBatch) -> Result<Vec<Option<ArrayRef>>> {
+    /// The rows of `batch` that pass the filter (`None`: all of them).
+    fn passing(
+        &self,
+        bound: &mut Option<Arc<dyn PhysicalExpr>>,
+        batch: &RecordBatch,
+    ) -> Result<Option<BooleanArray>> {
+        match &self.filter {
+            Some(f) => f.passing(bound, batch),
+            None => Ok(None),
+        }
+    }
+
+    /// The aggregates' arguments from `batch`, of the rows `passing`
+    /// marks (all when `None`).
+    fn arg_columns(
+        &self,
+        batch: &RecordBatch,
+        passing: Option<&BooleanArray>,
+    ) -> Result<Vec<Option<ArrayRef>>> {
         self.args
             .iter()
             .map(|a| match a {
                 None => Ok(None),
                 Some(a) => match batch.column_by_name(&a.name) {
-                    Some(c) => a.eval(c).map(Some),
+                    Some(c) => {
+                        let c = match passing {
+                            Some(mask) => &filter(c, mask)?,
+                            None => c,
+                        };
+                        a.eval(c).map(Some)
+                    }
                     None => internal_err!(
                         "dictionary scan: argument column {} not read",
                         a.name
@@ -741,16 +1061,23 @@ impl Work {
         batch_size: usize,
         table: &mut Table,
     ) -> Result<usize> {
+        let mut bound = None;
         let mut args = args.map(|r| {
             r.map(|b| {
-                b.map_err(DataFusionError::from)
-                    .and_then(|b| Ok((b.num_rows(), self.arg_columns(&b)?)))
+                b.map_err(DataFusionError::from).and_then(|b| {
+                    let passing = self.passing(&mut bound, &b)?;
+                    Ok((
+                        b.num_rows(),
+                        self.arg_columns(&b, passing.as_ref())?,
+                        passing,
+                    ))
+                })
             })
         });
         let mut read = 0;
         let mut scratch = vec![];
         loop {
-            let (n, columns) = match args.as_mut() {
+            let (n, columns, passing) = match args.as_mut() {
                 Some(batches) => match batches.next() {
                     Some(b) => b?,
                     None => break,
@@ -758,6 +1085,7 @@ impl Work {
                 None if read < rows => (
                     (rows - read).min(batch_size.max(1)),
                     vec![None; self.args.len()],
+                    None,
                 ),
                 None => break,
             };
@@ -767,13 +1095,18 @@ impl Work {
             let coded = composite.intern_with(
                 n,
                 &mut table.ids,
-                Some(&mut table.counts),
+                passing.is_none().then_some(&mut table.counts),
                 |c, column, out| keys[c].codes(n, column, &mut scratch, out),
             )?;
             if !coded {
                 return internal_err!(
                     "dictionary scan: key tuples past the checked bound"
                 );
+            }
+            if let Some(mask) = &passing {
+                retain(&mut table.ids, mask);
+                table.counts.resize(composite.len(), 0);
+                count_ids(&table.ids, &mut table.counts);
             }
             table.update_states(&columns)?;
             read += n;
@@ -787,9 +1120,14 @@ impl Work {
         batches: ParquetRecordBatchReader,
         table: &mut Table,
     ) -> Result<usize> {
-        let mut read = 0;
+        let (mut read, mut bound) = (0, None);
         for batch in batches {
             let batch = batch?;
+            read += batch.num_rows();
+            let batch = match self.passing(&mut bound, &batch)? {
+                Some(mask) => filter_record_batch(&batch, &mask)?,
+                None => batch,
+            };
             // As the table types them (the files' strings may be Utf8).
             let keys = self
                 .keys
@@ -802,8 +1140,7 @@ impl Work {
             table
                 .keys
                 .intern(&keys, &mut table.ids, &mut table.counts, 0)?;
-            table.update_states(&self.arg_columns(&batch)?)?;
-            read += batch.num_rows();
+            table.update_states(&self.arg_columns(&batch, None)?)?;
         }
         Ok(read)
     }

@@ -97,8 +97,14 @@ impl InlineAggregateExec {
             );
         }
         let dictionary = DictionaryScan::try_new(&input, &group_exprs, &aggs);
+        // One string key takes its own shape only where its codes are read.
+        let shape = match &dictionary {
+            Some(_) => KeyShape::of_codes(&types),
+            None => KeyShape::of(&types),
+        };
         let spec = Arc::new(AggregateSpec::try_new(
             &group_exprs,
+            (types, shape),
             &aggs,
             &input.schema(),
             properties.output_partitioning().partition_count(),
@@ -113,7 +119,7 @@ impl InlineAggregateExec {
             group_exprs,
             aggs,
             schema,
-            shape: KeyShape::of(&types),
+            shape,
             run: Mutex::new(Run::default()),
             metrics: ExecutionPlanMetricsSet::new(),
             cache: properties,
@@ -122,8 +128,9 @@ impl InlineAggregateExec {
 
     /// This operator, running `template` (the aggregate it replaces, over
     /// the same input) instead when phase 1's probe shows many groups.
-    /// Ignored unless the keys are `composite` (EXPLAIN `keys=composite`), the shape whose
-    /// winning depends on the data.
+    /// Ignored unless the keys are `composite` (EXPLAIN `keys=composite`),
+    /// the shape whose winning depends on the data, or `string`, which runs
+    /// `template` whenever the dictionary scan does not take over.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
@@ -136,7 +143,9 @@ impl InlineAggregateExec {
     /// # Ok(()) }
     /// ```
     pub fn with_fallback(mut self, template: Arc<dyn ExecutionPlan>) -> Self {
-        if self.shape == KeyShape::Composite && template.schema() == self.schema {
+        if matches!(self.shape, KeyShape::Composite | KeyShape::String)
+            && template.schema() == self.schema
+        {
             self.fallback = Some(template);
         }
         self
@@ -223,18 +232,32 @@ impl InlineAggregateExec {
         &self.input
     }
 
-    /// EXPLAIN's note of the `k IS NOT NULL` filter the dictionary scan
-    /// took over: ` (NULL k skipped)`, or nothing.
-    fn skipped_nulls(&self, scan: &DictionaryScan) -> String {
+    /// EXPLAIN's note of the filters the dictionary scan took over:
+    /// ` (NULL k skipped; filter p)`, or nothing.
+    fn scan_note(&self, scan: &DictionaryScan) -> String {
         let keys: Vec<&str> = scan
             .non_null_keys()
             .iter()
             .map(|&k| self.group_exprs[k].1.as_str())
             .collect();
-        if keys.is_empty() {
-            String::new()
-        } else {
-            format!(" (NULL {} skipped)", keys.join(", "))
+        let mut notes = vec![];
+        if !keys.is_empty() {
+            notes.push(format!("NULL {} skipped", keys.join(", ")));
+        }
+        if let Some(filter) = scan.filter() {
+            notes.push(format!("filter {filter}"));
+        }
+        match notes.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", notes.join("; ")),
+        }
+    }
+
+    /// EXPLAIN's note of when the fallback plan runs.
+    fn fallback_when(&self) -> &'static str {
+        match self.shape {
+            KeyShape::String => "when the files' codes are not read",
+            _ => "when groups are many",
         }
     }
 }
@@ -257,14 +280,11 @@ impl DisplayAs for InlineAggregateExec {
                     self.shape.name()
                 )?;
                 if let Some(d) = &self.dictionary {
-                    write!(f, ", scan=parquet codes{}", self.skipped_nulls(d))?;
+                    write!(f, ", scan=parquet codes{}", self.scan_note(d))?;
                 }
                 if let Some(template) = &self.fallback {
-                    write!(
-                        f,
-                        ", fallback={} when groups are many",
-                        fallback_name(template)
-                    )?;
+                    let name = fallback_name(template);
+                    write!(f, ", fallback={name} {}", self.fallback_when())?;
                 }
                 Ok(())
             }
@@ -273,14 +293,11 @@ impl DisplayAs for InlineAggregateExec {
                 writeln!(f, "aggr=[{}]", aggr.join(", "))?;
                 write!(f, "keys={}", self.shape.name())?;
                 if let Some(d) = &self.dictionary {
-                    write!(f, "\nscan=parquet codes{}", self.skipped_nulls(d))?;
+                    write!(f, "\nscan=parquet codes{}", self.scan_note(d))?;
                 }
                 if let Some(template) = &self.fallback {
-                    write!(
-                        f,
-                        "\nfallback={} when groups are many",
-                        fallback_name(template)
-                    )?;
+                    let name = fallback_name(template);
+                    write!(f, "\nfallback={name} {}", self.fallback_when())?;
                 }
                 Ok(())
             }

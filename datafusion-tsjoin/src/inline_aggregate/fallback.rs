@@ -292,6 +292,14 @@ impl Probe {
         error.map_or(Ok(false), Err)
     }
 
+    /// Decides to fall back before any row is read (one string key, which
+    /// runs inline only from Parquet codes, when they are not read) and
+    /// hands the whole of `input` over.
+    pub(crate) fn fall_back_now(self, input: SendableRecordBatchStream) {
+        self.fallback.decide(true);
+        self.hand_over(Some(input), None);
+    }
+
     /// Bytes the kept batches hold (accounted with the task's table).
     pub(crate) fn kept_bytes(&self) -> usize {
         self.kept

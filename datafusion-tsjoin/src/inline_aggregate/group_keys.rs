@@ -31,6 +31,12 @@ pub enum KeyShape {
     /// One dictionary-encoded key: each dictionary interned once per batch,
     /// codes mapped to groups.
     Dict,
+    /// One string key read from Parquet dictionary codes: the dictionary
+    /// scan interns each chunk's entries once into a [`ViewKeys`] table and
+    /// maps the rows' codes to groups (no string is decoded per row). Only
+    /// with the scan: where it does not take over, DataFusion's aggregate
+    /// runs (one string key coded row by row lost to it on ClickBench).
+    String,
     /// Several integer, string or dictionary keys (or `Float64` ones read
     /// from Parquet dictionary codes) while the groups stay
     /// few: each column coded on its own (as the single-key shapes do), the
@@ -72,11 +78,21 @@ impl KeyShape {
         }
     }
 
+    /// The shape for keys of these types read from Parquet dictionary
+    /// codes: [`KeyShape::String`] for one string key, else [`Self::of`].
+    pub fn of_codes(types: &[DataType]) -> Self {
+        match types {
+            [t] if string(t) => KeyShape::String,
+            _ => Self::of(types),
+        }
+    }
+
     /// Name as EXPLAIN shows it.
     pub fn name(self) -> &'static str {
         match self {
             KeyShape::Int => "int",
             KeyShape::Dict => "dictionary",
+            KeyShape::String => "string",
             KeyShape::Composite => "composite",
             KeyShape::General => "general",
         }
@@ -99,6 +115,11 @@ pub(crate) fn int_like(t: &DataType) -> bool {
             | DataType::Date64
             | DataType::Timestamp(..)
     )
+}
+
+/// String types (coded by [`ViewKeys`]).
+fn string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
 }
 
 /// Types a [`KeyShape::Composite`] column may have: those a single-column
@@ -134,7 +155,8 @@ pub(crate) enum GroupKeys {
         null: Option<u32>,
     },
     Composite(Box<Composite>),
-    /// One string column of a composite key (see [`ViewKeys`]).
+    /// One string key ([`KeyShape::String`]), or one string column of a
+    /// composite key (see [`ViewKeys`]).
     View {
         keys: ViewKeys,
         data_type: DataType,
@@ -157,7 +179,13 @@ pub(super) fn group_values(types: &[DataType]) -> Result<Box<dyn GroupValues>> {
 impl GroupKeys {
     /// Empty keys of these types.
     pub(crate) fn try_new(types: &[DataType]) -> Result<Self> {
-        Ok(match KeyShape::of(types) {
+        Self::of_shape(KeyShape::of(types), types)
+    }
+
+    /// Empty keys of these types in `shape` (one [`KeyShape::of`] or
+    /// [`KeyShape::of_codes`] gives for them).
+    pub(crate) fn of_shape(shape: KeyShape, types: &[DataType]) -> Result<Self> {
+        Ok(match shape {
             KeyShape::Int => GroupKeys::Int {
                 keys: IntKeys::default(),
                 data_type: types[0].clone(),
@@ -174,6 +202,10 @@ impl GroupKeys {
                     null: None,
                 }
             }
+            KeyShape::String => GroupKeys::View {
+                keys: ViewKeys::default(),
+                data_type: types[0].clone(),
+            },
             KeyShape::Composite => {
                 GroupKeys::Composite(Box::new(Composite::try_new(types)?))
             }

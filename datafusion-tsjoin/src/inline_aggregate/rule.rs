@@ -31,9 +31,11 @@ use std::sync::Arc;
 /// FILTER or ORDER BY. Placed right after DataFusion's
 /// `CombinePartialFinalAggregate` (see `session.rs`); off when
 /// `tsjoin.inline_aggregate = false`. By default single integer-like and
-/// dictionary keys are taken, and multi-column integer/string/dictionary
-/// keys with a fallback to the replaced plan when a probe of the input
-/// shows many groups (see [`InlineAggregateExec::with_fallback`]);
+/// dictionary keys are taken, one string key where the Parquet dictionary
+/// scan reads its codes (else the replaced plan runs), and multi-column
+/// integer/string/dictionary keys with a fallback to the replaced plan when
+/// a probe of the input shows many groups (see
+/// [`InlineAggregateExec::with_fallback`]);
 /// `tsjoin.inline_aggregate_all_keys = true` takes every key list and
 /// never falls back.
 ///
@@ -122,7 +124,8 @@ fn inline(
         .map(|(e, _)| e.data_type(&input_schema))
         .collect::<Result<Vec<_>>>()?;
     let shape = KeyShape::of(&key_types);
-    if !all_keys && shape == KeyShape::General {
+    // (One string key may still read its Parquet dictionary codes.)
+    if !all_keys && KeyShape::of_codes(&key_types) == KeyShape::General {
         return Ok(None);
     }
     let out_schema = top.schema();
@@ -201,6 +204,11 @@ fn inline(
     // A float column in a composite key pays only read as Parquet
     // dictionary codes; coded row by row, DataFusion's table is faster.
     if !all_keys && exec.dictionary.is_none() && key_types.contains(&DataType::Float64) {
+        return Ok(None);
+    }
+    // One string key: only read as codes.
+    let string = exec.shape == KeyShape::String && exec.dictionary.is_none();
+    if !all_keys && (exec.shape == KeyShape::General || string) {
         return Ok(None);
     }
     // Composite keys win while their groups are few; by default a probe

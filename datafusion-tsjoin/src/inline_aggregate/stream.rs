@@ -15,10 +15,11 @@ use super::accumulate::{InlineAgg, State, counts_array};
 use super::dictionary_scan::{DictionaryScan, Work};
 use super::exhausted::{Exhausted, Released};
 use super::fallback::{Fallback, Next, PROBE_ROWS, Probe};
+use super::group_keys::KeyShape;
 use super::metrics::InlineAggregateMetrics;
 use super::spec::AggregateSpec;
 use super::table::{Partial, Phase1Task, Rows, Table};
-use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt32Array};
+use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::compute::kernels::boolean::{and, is_not_null};
 use datafusion::arrow::datatypes::SchemaRef;
@@ -430,8 +431,11 @@ async fn start(
         }
         None => (None, vec![]),
     };
-    // One probe per task when the run may fall back, else none.
+    // One probe per task when the run may fall back, else none. One
+    // string key runs inline only from codes: without them every task
+    // hands its input over at once.
     let mut probes = probes.into_iter();
+    let forced = spec.shape == KeyShape::String;
     let (senders, receivers): (Vec<_>, Vec<_>) =
         (0..spec.outputs).map(|_| mpsc::unbounded_channel()).unzip();
     let queued = (0..spec.outputs)
@@ -457,7 +461,14 @@ async fn start(
     };
     let mut tasks = vec![];
     for p in 0..partitions {
-        let probe = probes.next();
+        let probe = match probes.next() {
+            Some(probe) if forced && work.is_none() => {
+                probe.fall_back_now(input.execute(p, Arc::clone(context))?);
+                tasks.push(SpawnedTask::spawn(async { Ok((0, None)) }));
+                continue;
+            }
+            probe => probe,
+        };
         let reservation = MemoryConsumer::new(format!("InlineAggregateExec[{p}]"))
             .register(context.memory_pool());
         let spec = Arc::clone(spec);
@@ -722,6 +733,11 @@ fn emit(
     if counts.is_empty() {
         return Ok(vec![]);
     }
+    // A group of no row is no group: the dictionary scan's filter dropped
+    // every row of a key tuple the codes had met.
+    let kept = counts
+        .contains(&0)
+        .then(|| BooleanArray::from_iter(counts.iter().map(|&c| Some(c > 0))));
     // `count(*)` columns (`None` here) are the group counts themselves,
     // taken over once the other aggregates no longer need them.
     let evaluated = aggs
@@ -740,6 +756,10 @@ fn emit(
             .map(|c| c.unwrap_or_else(|| Arc::clone(&counts))),
     );
     let batch = RecordBatch::try_new(Arc::clone(schema), columns)?;
+    let batch = match kept {
+        Some(kept) => filter_record_batch(&batch, &kept)?,
+        None => batch,
+    };
     let batch_size = batch_size.max(1);
     Ok((0..batch.num_rows())
         .step_by(batch_size)

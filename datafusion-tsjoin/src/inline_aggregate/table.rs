@@ -62,7 +62,7 @@ impl Table {
             .map(|(a, t)| State::new(a, t.as_ref()))
             .collect::<Result<_>>()?;
         Ok(Self {
-            keys: GroupKeys::try_new(&spec.key_types)?,
+            keys: GroupKeys::of_shape(spec.shape, &spec.key_types)?,
             states,
             counts: vec![],
             ids: vec![],
