@@ -2,7 +2,8 @@
 //! read files themselves (the inline aggregate's dictionary scan, the
 //! fused filter aggregate's page scan, the newest-first TopK): footers
 //! fetched a few at a time ([`fetch_footers`]), the row groups of a file
-//! range as DataFusion's opener assigns them ([`row_groups_in_range`]), and
+//! range as DataFusion's opener assigns them ([`row_groups_in_range`]) and
+//! prunes them ([`access_plan`]), and
 //! [`Chunks`]: the column chunks of one row group, fetched in one request
 //! and read back as if they were the file, so that the page reader and
 //! arrow's record batch reader work on bytes already in memory.
@@ -17,12 +18,17 @@ use bytes::Bytes;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
-use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use datafusion::datasource::physical_plan::parquet::{
+    PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics,
+    RowGroupAccessPlanFilter,
+};
+use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use datafusion::parquet::basic::Encoding;
 use datafusion::parquet::column::page::Page;
 use datafusion::parquet::file::metadata::PageIndexPolicy;
 use datafusion::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use datafusion::parquet::file::reader::{ChunkReader, Length};
+use datafusion::physical_optimizer::pruning::PruningPredicate;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::StreamExt;
 use std::ops::Range;
@@ -64,6 +70,54 @@ pub(crate) async fn fetch_footers(
         .buffered(FOOTER_FETCHES)
         .collect()
         .await
+}
+
+/// How to read `groups` (row groups of `arrow`'s file), as DataFusion's
+/// opener decides: those `stats` rules out by their statistics skipped,
+/// those `pages` narrows down by the page index (when the file has one)
+/// given a row selection. Pruning counts go to `scratch`.
+///
+/// ```ignore
+/// let plan = access_plan(&arrow, &[0, 1, 2], &file, Some(&pruning), None, &scratch);
+/// let groups: Vec<usize> = plan.row_group_indexes();
+/// ```
+pub(crate) fn access_plan(
+    arrow: &ArrowReaderMetadata,
+    groups: &[usize],
+    file: &PartitionedFile,
+    stats: Option<&PruningPredicate>,
+    pages: Option<&PagePruningAccessPlanFilter>,
+    scratch: &ExecutionPlanMetricsSet,
+) -> ParquetAccessPlan {
+    let all = arrow.metadata().row_groups();
+    let mut plan = ParquetAccessPlan::new_none(all.len());
+    for &rg in groups {
+        plan.scan(rg);
+    }
+    let file_metrics =
+        ParquetFileMetrics::new(0, file.object_meta.location.as_ref(), scratch);
+    if let Some(pruning) = stats {
+        let mut filter = RowGroupAccessPlanFilter::new(plan);
+        filter.prune_by_statistics(
+            arrow.schema(),
+            arrow.parquet_schema(),
+            all,
+            pruning,
+            &file_metrics,
+        );
+        plan = filter.build();
+    }
+    match pages {
+        Some(pages) if arrow.metadata().offset_index().is_some() => pages
+            .prune_plan_with_page_index(
+                plan,
+                arrow.schema(),
+                arrow.parquet_schema(),
+                arrow.metadata(),
+                &file_metrics,
+            ),
+        _ => plan,
+    }
 }
 
 /// The row groups of `meta` that start inside `file`'s byte range (all

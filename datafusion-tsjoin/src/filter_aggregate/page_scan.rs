@@ -40,7 +40,9 @@ use super::metrics::FilterAggregateMetrics;
 use super::pages::{ColumnPredicate, Scratch};
 use super::row_bits::RowBits;
 use super::spec::{Cmp, FusedAgg};
-use crate::parquet_read::{Chunks, chunk_range, fetch_footers, row_groups_in_range};
+use crate::parquet_read::{
+    Chunks, access_plan, chunk_range, fetch_footers, row_groups_in_range,
+};
 use crate::priority::{PlannedAdmission, PriorityGateExec, Turn};
 use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::buffer::BooleanBuffer;
@@ -51,7 +53,7 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::{
     DefaultParquetFileReaderFactory, PagePruningAccessPlanFilter, ParquetAccessPlan,
-    ParquetFileMetrics, RowGroupAccess, RowGroupAccessPlanFilter,
+    RowGroupAccess,
 };
 use datafusion::datasource::physical_plan::{
     FileSource, ParquetFileReaderFactory, ParquetSource,
@@ -439,37 +441,15 @@ impl PageScan {
         file: &PartitionedFile,
         scratch: &ExecutionPlanMetricsSet,
     ) -> ParquetAccessPlan {
-        let all = arrow.metadata().row_groups();
-        let mut plan = ParquetAccessPlan::new_none(all.len());
-        for &rg in &groups {
-            plan.scan(rg);
-        }
-        let file_metrics =
-            ParquetFileMetrics::new(0, file.object_meta.location.as_ref(), scratch);
-        if let Some(pruning) = &self.pruning
-            && self.stats_pruning
-        {
-            let mut filter = RowGroupAccessPlanFilter::new(plan);
-            filter.prune_by_statistics(
-                arrow.schema(),
-                arrow.parquet_schema(),
-                all,
-                pruning,
-                &file_metrics,
-            );
-            plan = filter.build();
-        }
-        match &self.page_pruning {
-            Some(pages) if arrow.metadata().offset_index().is_some() => pages
-                .prune_plan_with_page_index(
-                    plan,
-                    arrow.schema(),
-                    arrow.parquet_schema(),
-                    arrow.metadata(),
-                    &file_metrics,
-                ),
-            _ => plan,
-        }
+        let stats = self.pruning.as_deref().filter(|_| self.stats_pruning);
+        access_plan(
+            arrow,
+            &groups,
+            file,
+            stats,
+            self.page_pruning.as_deref(),
+            scratch,
+        )
     }
 
     /// Rows where every comparison holds among `rows` of row group `rg`
