@@ -34,8 +34,10 @@
 //! is evaluated on the rows read, over the columns arrow's reader decodes
 //! with the arguments, and the rows' group ids and arguments are filtered
 //! before they are aggregated ([`DictionaryScan::filter`]; a group of no
-//! passing row is left out); its statistics prune row groups. A dynamic
-//! filter keeps DataFusion's scan. At execution it takes over only if
+//! passing row is left out); its statistics prune row groups. A conjunct
+//! over a key column (it would decode the key again) or a dynamic filter
+//! keeps DataFusion's scan, and so, at execution, does a page index that
+//! would skip more than a tenth of the rows. It takes over only if
 //! every row group's key chunks are entirely dictionary-encoded (the footer's
 //! page encoding statistics say so) and the files' own types match the
 //! table's; otherwise phase 1 reads the scan as usual. Work is handed out
@@ -786,10 +788,11 @@ fn with_views(
 }
 
 /// The row groups of `info` the filter's statistics and page index do not
-/// rule out; `None` when the page index would skip part of a row group:
-/// the scan reads whole row groups (its codes page by page), and
-/// DataFusion's scan, reading only those pages, then wins (TSBS
-/// stationary-trucks: ten minutes of one day file).
+/// rule out; `None` when the page index would skip more than a tenth of
+/// their rows: the scan reads whole row groups (its codes page by page),
+/// and DataFusion's scan, reading only the pages left, then wins (TSBS
+/// stationary-trucks: ten minutes of a day file). Skipping less, the scan
+/// reads those rows too and the filter drops them.
 fn pruned(info: &FileInfo, filter: &RowFilter) -> Option<Vec<usize>> {
     let scratch = ExecutionPlanMetricsSet::new();
     let plan = access_plan(
@@ -800,12 +803,28 @@ fn pruned(info: &FileInfo, filter: &RowFilter) -> Option<Vec<usize>> {
         filter.pages.as_deref(),
         &scratch,
     );
-    let partial = plan
+    let groups = plan.row_group_indexes();
+    let row_groups = info.arrow.metadata().row_groups();
+    let rows: usize = groups
+        .iter()
+        .map(|&rg| row_groups[rg].num_rows().max(0) as usize)
+        .sum();
+    let selected: usize = plan
         .inner()
         .iter()
-        .any(|a| matches!(a, RowGroupAccess::Selection(_)));
-    (!partial).then(|| plan.row_group_indexes())
+        .zip(row_groups)
+        .map(|(access, meta)| match access {
+            RowGroupAccess::Skip => 0,
+            RowGroupAccess::Scan => meta.num_rows().max(0) as usize,
+            RowGroupAccess::Selection(s) => s.row_count(),
+        })
+        .sum();
+    (selected * MAX_PAGE_SKIP >= rows * (MAX_PAGE_SKIP - 1)).then_some(groups)
 }
+
+/// The page index may skip up to one row in this many of the row groups
+/// read before the scan steps aside ([`pruned`]).
+const MAX_PAGE_SKIP: usize = 10;
 
 /// Keeps the `ids` of the rows `mask` marks, in order.
 fn retain(ids: &mut Vec<u32>, mask: &BooleanArray) {
