@@ -454,6 +454,46 @@ async fn one_string_key_reads_codes_or_hands_over() {
     }
 }
 
+/// Where the filter's page index would skip more than a tenth of the rows,
+/// DataFusion's scan (which reads only the pages left) runs; skipping
+/// less, the scan reads every row and the filter drops them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_index_that_skips_much_keeps_datafusions_scan() {
+    let n = 20_000i64;
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("seq", DataType::Int64, false),
+        ])),
+        vec![
+            Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 7))),
+            Arc::new(Int64Array::from_iter_values(0..n)),
+        ],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let props = WriterProperties::builder()
+        .set_data_page_row_count_limit(500)
+        .set_write_batch_size(500)
+        .build();
+    let ctx = one_file_table(dir.path(), &batch, Some(props), 2).await;
+    for (from, read) in [(15_000, 0), (1_000, n as usize)] {
+        let sql = format!(
+            "SELECT k, count(*), sum(seq) FROM t WHERE seq >= {from} GROUP BY k ORDER BY k"
+        );
+        assert!(explained_plan(&ctx, &sql).await.contains("scan=parquet codes (filter"));
+        let (got, code_rows) = run(&ctx, &sql).await;
+        assert_eq!(code_rows, read, "{sql}");
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+            .await
+            .unwrap();
+        assert_eq!(run(&ctx, &sql).await.0, got, "{sql}");
+        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+            .await
+            .unwrap();
+    }
+}
+
 /// One key column of a multi-column case: its values drawn from `groups`
 /// values, shifted by `drift` new values every `drift_every` rows (0: no
 /// drift), so later row groups bring dictionaries of values never seen.
