@@ -481,7 +481,11 @@ async fn a_page_index_that_skips_much_keeps_datafusions_scan() {
         let sql = format!(
             "SELECT k, count(*), sum(seq) FROM t WHERE seq >= {from} GROUP BY k ORDER BY k"
         );
-        assert!(explained_plan(&ctx, &sql).await.contains("scan=parquet codes (filter"));
+        assert!(
+            explained_plan(&ctx, &sql)
+                .await
+                .contains("scan=parquet codes (filter")
+        );
         let (got, code_rows) = run(&ctx, &sql).await;
         assert_eq!(code_rows, read, "{sql}");
         ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
