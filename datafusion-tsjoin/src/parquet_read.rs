@@ -15,6 +15,8 @@
 //! ```
 
 use bytes::Bytes;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::config::TableParquetOptions;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
@@ -28,7 +30,10 @@ use datafusion::parquet::column::page::Page;
 use datafusion::parquet::file::metadata::PageIndexPolicy;
 use datafusion::parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use datafusion::parquet::file::reader::{ChunkReader, Length};
-use datafusion::physical_optimizer::pruning::PruningPredicate;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::pruning::{
+    PruningPredicate, PruningPredicateBuilder,
+};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::StreamExt;
 use std::ops::Range;
@@ -72,21 +77,59 @@ pub(crate) async fn fetch_footers(
         .await
 }
 
-/// How to read `groups` (row groups of `arrow`'s file), as DataFusion's
-/// opener decides: those `stats` rules out by their statistics skipped,
-/// those `pages` narrows down by the page index (when the file has one)
-/// given a row selection. Pruning counts go to `scratch`.
+/// How a predicate prunes a file's row groups, as DataFusion's opener
+/// would with the scan's settings: by their statistics
+/// (`datafusion.execution.parquet.pruning`) and by the page index
+/// (`enable_page_index`).
 ///
 /// ```ignore
-/// let plan = access_plan(&arrow, &[0, 1, 2], &file, Some(&pruning), None, &scratch);
+/// let pruning = Pruning::new(&predicate, &table_schema, &parquet_options);
+/// let plan = access_plan(&arrow, &[0, 1, 2], &file, &pruning, &scratch);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pruning {
+    pub stats: Option<Arc<PruningPredicate>>,
+    pub pages: Option<Arc<PagePruningAccessPlanFilter>>,
+}
+
+impl Pruning {
+    /// The pruning of `predicate` over a table of schema `table`, with the
+    /// scan's `options`.
+    pub(crate) fn new(
+        predicate: &Arc<dyn PhysicalExpr>,
+        table: &SchemaRef,
+        options: &TableParquetOptions,
+    ) -> Self {
+        let pages = Some(predicate)
+            .filter(|_| options.global.enable_page_index)
+            .map(|p| PagePruningAccessPlanFilter::new(p, Arc::clone(table)))
+            .filter(|f| f.filter_number() > 0)
+            .map(Arc::new);
+        let stats = Some(predicate)
+            .filter(|_| options.global.pruning)
+            .and_then(|p| {
+                PruningPredicateBuilder::new()
+                    .with_file_schema(Arc::clone(table))
+                    .build(Arc::clone(p))
+            });
+        Self { stats, pages }
+    }
+}
+
+/// How to read `groups` (row groups of `arrow`'s file), as DataFusion's
+/// opener decides: those `pruning`'s statistics rule out skipped, those
+/// its page index narrows down (when the file has one) given a row
+/// selection. Pruning counts go to `scratch`.
+///
+/// ```ignore
+/// let plan = access_plan(&arrow, &[0, 1, 2], &file, &pruning, &scratch);
 /// let groups: Vec<usize> = plan.row_group_indexes();
 /// ```
 pub(crate) fn access_plan(
     arrow: &ArrowReaderMetadata,
     groups: &[usize],
     file: &PartitionedFile,
-    stats: Option<&PruningPredicate>,
-    pages: Option<&PagePruningAccessPlanFilter>,
+    pruning: &Pruning,
     scratch: &ExecutionPlanMetricsSet,
 ) -> ParquetAccessPlan {
     let all = arrow.metadata().row_groups();
@@ -96,18 +139,18 @@ pub(crate) fn access_plan(
     }
     let file_metrics =
         ParquetFileMetrics::new(0, file.object_meta.location.as_ref(), scratch);
-    if let Some(pruning) = stats {
+    if let Some(stats) = &pruning.stats {
         let mut filter = RowGroupAccessPlanFilter::new(plan);
         filter.prune_by_statistics(
             arrow.schema(),
             arrow.parquet_schema(),
             all,
-            pruning,
+            stats,
             &file_metrics,
         );
         plan = filter.build();
     }
-    match pages {
+    match &pruning.pages {
         Some(pages) if arrow.metadata().offset_index().is_some() => pages
             .prune_plan_with_page_index(
                 plan,

@@ -65,6 +65,19 @@ async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, usize) {
     (rows, code_rows(&plan))
 }
 
+/// Rows of `sql` from DataFusion's own aggregate (the inline aggregate off
+/// for the one query), and the rows read from codes (none).
+async fn datafusion_run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, usize) {
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
+        .await
+        .unwrap();
+    let out = run(ctx, sql).await;
+    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
+        .await
+        .unwrap();
+    out
+}
+
 /// A session of `partitions` partitions whose table `t` is `batch`, written
 /// as one Parquet file into `dir` (the writer's defaults, or `props`).
 async fn one_file_table(
@@ -345,13 +358,7 @@ async fn float_keys_go_inline_only_through_the_scan() {
     let (got, read) = run(&ctx, &sql).await;
     assert_eq!(read, n);
     assert!(got.iter().all(|r| r[0] != "NULL"));
-    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-        .await
-        .unwrap();
-    assert_eq!(run(&ctx, &sql).await.0, got);
-    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
-        .await
-        .unwrap();
+    assert_eq!(datafusion_run(&ctx, &sql).await.0, got);
     // Another filter: evaluated by the scan on the rows it reads.
     let sql = query("t", "WHERE v > 10 AND name IS NOT NULL");
     assert!(
@@ -361,13 +368,7 @@ async fn float_keys_go_inline_only_through_the_scan() {
     );
     let (got, read) = run(&ctx, &sql).await;
     assert_eq!(read, n);
-    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-        .await
-        .unwrap();
-    assert_eq!(run(&ctx, &sql).await.0, got);
-    ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
-        .await
-        .unwrap();
+    assert_eq!(datafusion_run(&ctx, &sql).await.0, got);
     // A table not in Parquet, the scan off: DataFusion's aggregate.
     assert!(
         !explained_plan(&ctx, &query("m", ""))
@@ -447,10 +448,7 @@ async fn one_string_key_reads_codes_or_hands_over() {
         let (got, read) = run(&ctx, sql).await;
         assert_eq!(read, if dictionary { n } else { 0 }, "{sql}");
         assert_eq!(got.len(), 3);
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-            .await
-            .unwrap();
-        assert_eq!(run(&ctx, sql).await, (got, 0));
+        assert_eq!(datafusion_run(&ctx, sql).await, (got, 0));
     }
 }
 
@@ -488,13 +486,7 @@ async fn a_page_index_that_skips_much_keeps_datafusions_scan() {
         );
         let (got, code_rows) = run(&ctx, &sql).await;
         assert_eq!(code_rows, read, "{sql}");
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = false")
-            .await
-            .unwrap();
-        assert_eq!(run(&ctx, &sql).await.0, got, "{sql}");
-        ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
-            .await
-            .unwrap();
+        assert_eq!(datafusion_run(&ctx, &sql).await.0, got, "{sql}");
     }
 }
 

@@ -41,7 +41,7 @@ use super::pages::{ColumnPredicate, Scratch};
 use super::row_bits::RowBits;
 use super::spec::{Cmp, FusedAgg};
 use crate::parquet_read::{
-    Chunks, access_plan, chunk_range, fetch_footers, row_groups_in_range,
+    Chunks, Pruning, access_plan, chunk_range, fetch_footers, row_groups_in_range,
 };
 use crate::priority::{PlannedAdmission, PriorityGateExec, Turn};
 use datafusion::arrow::array::{Array, ArrayRef};
@@ -52,8 +52,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::{
-    DefaultParquetFileReaderFactory, PagePruningAccessPlanFilter, ParquetAccessPlan,
-    RowGroupAccess,
+    DefaultParquetFileReaderFactory, ParquetAccessPlan, RowGroupAccess,
 };
 use datafusion::datasource::physical_plan::{
     FileSource, ParquetFileReaderFactory, ParquetSource,
@@ -77,9 +76,6 @@ use datafusion::parquet::basic::{
 use datafusion::parquet::file::serialized_reader::SerializedPageReader;
 use datafusion::parquet::schema::types::SchemaDescriptor;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column};
-use datafusion::physical_optimizer::pruning::{
-    PruningPredicate, PruningPredicateBuilder,
-};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PhysicalExpr};
@@ -111,14 +107,11 @@ pub(crate) struct PageScan {
     groups: Vec<Vec<PartitionedFile>>,
     /// Per compared column, its comparisons.
     columns: Vec<ColumnPredicate>,
-    /// The WHERE over the table's columns, for row-group statistics.
-    pruning: Option<Arc<PruningPredicate>>,
-    /// Whether the scan prunes row groups by statistics (`pruning`).
-    stats_pruning: bool,
-    /// The same for the page indexes (when the scan reads them): a row
-    /// group where they rule pages out is read through arrow's reader,
-    /// selected rows only, as DataFusion's scan would read it.
-    page_pruning: Option<Arc<PagePruningAccessPlanFilter>>,
+    /// The WHERE's pruning of row groups (statistics) and pages (page
+    /// indexes), as the scan's settings allow: a row group where the page
+    /// indexes rule pages out is read through arrow's reader, selected
+    /// rows only, as DataFusion's scan would read it.
+    pruning: Pruning,
     gate: Option<Turn>,
     planned: Option<Arc<PlannedAdmission>>,
 }
@@ -234,17 +227,9 @@ impl PageScan {
                 ColumnPredicate::try_new(f.name(), f.data_type(), &exprs).ok()
             })
             .collect::<Option<Vec<_>>>()?;
-        let page_pruning = pruning
-            .as_ref()
-            .filter(|_| options.global.enable_page_index)
-            .map(|p| PagePruningAccessPlanFilter::new(p, Arc::clone(table)))
-            .filter(|f| f.filter_number() > 0)
-            .map(Arc::new);
-        let pruning = pruning.and_then(|p| {
-            PruningPredicateBuilder::new()
-                .with_file_schema(Arc::clone(table))
-                .build(p)
-        });
+        let pruning = pruning
+            .map(|p| Pruning::new(&p, table, options))
+            .unwrap_or_default();
         Some(Self {
             store: config.object_store_url.clone(),
             factory: source.parquet_file_reader_factory().cloned(),
@@ -255,8 +240,6 @@ impl PageScan {
                 .collect(),
             columns,
             pruning,
-            stats_pruning: options.global.pruning,
-            page_pruning,
             planned: gate.and_then(|g| g.planned().cloned()),
             gate: gate.map(|g| Turn::new(Arc::clone(g.scheduler()), g.priority())),
         })
@@ -301,7 +284,7 @@ impl PageScan {
             &files,
             &factory,
             &scratch_metrics,
-            self.page_pruning.is_some(),
+            self.pruning.pages.is_some(),
         )
         .await;
         let mut matched = 0;
@@ -441,15 +424,7 @@ impl PageScan {
         file: &PartitionedFile,
         scratch: &ExecutionPlanMetricsSet,
     ) -> ParquetAccessPlan {
-        let stats = self.pruning.as_deref().filter(|_| self.stats_pruning);
-        access_plan(
-            arrow,
-            &groups,
-            file,
-            stats,
-            self.page_pruning.as_deref(),
-            scratch,
-        )
+        access_plan(arrow, &groups, file, &self.pruning, scratch)
     }
 
     /// Rows where every comparison holds among `rows` of row group `rg`

@@ -49,7 +49,7 @@ use super::group_keys::{COMPOSITE_MAX_GROUPS, GroupKeys};
 use super::spec::AggregateSpec;
 use super::table::Table;
 use crate::parquet_read::{
-    Chunks, access_plan, chunk_range, fetch_footers, row_groups_in_range,
+    Chunks, Pruning, access_plan, chunk_range, fetch_footers, row_groups_in_range,
 };
 use crate::priority::{Admission, PlannedAdmission, PriorityGateExec, Turn};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
@@ -62,7 +62,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result, internal_err, plan_err};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::{
-    DefaultParquetFileReaderFactory, PagePruningAccessPlanFilter, RowGroupAccess,
+    DefaultParquetFileReaderFactory, RowGroupAccess,
 };
 use datafusion::datasource::physical_plan::{
     FileSource, ParquetFileReaderFactory, ParquetSource,
@@ -84,9 +84,6 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{conjunction_opt, split_conjunction};
-use datafusion::physical_optimizer::pruning::{
-    PruningPredicate, PruningPredicateBuilder,
-};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::projection::ProjectionExec;
@@ -133,12 +130,9 @@ struct RowFilter {
     expr: Arc<dyn PhysicalExpr>,
     /// The columns it reads.
     columns: Vec<FilterColumn>,
-    /// Row groups its statistics rule out are not read (when the scan
-    /// prunes: `datafusion.execution.parquet.pruning`).
-    pruning: Option<Arc<PruningPredicate>>,
-    /// Its page-index pruning (when the scan's is on:
-    /// `datafusion.execution.parquet.enable_page_index`).
-    pages: Option<Arc<PagePruningAccessPlanFilter>>,
+    /// Row groups its statistics rule out are not read; its page index
+    /// decides whether the scan steps aside ([`pruned`]).
+    pruning: Pruning,
 }
 
 /// A column a [`RowFilter`] reads.
@@ -186,17 +180,12 @@ impl RowFilter {
             Some(e) => e,
             None => {
                 let schema = batch.schema();
-                let on_batch = Arc::clone(&self.expr)
-                    .transform(|e| {
-                        Ok(match e.downcast_ref::<Column>() {
-                            Some(c) => Transformed::yes(
-                                Arc::new(Column::new_with_schema(c.name(), &schema)?)
-                                    as Arc<dyn PhysicalExpr>,
-                            ),
-                            None => Transformed::no(e),
-                        })
-                    })?
-                    .data;
+                let on_batch = map_columns(&self.expr, |c| {
+                    Column::new_with_schema(c.name(), &schema).ok()
+                });
+                let Some(on_batch) = on_batch else {
+                    return internal_err!("dictionary scan: filter column not read");
+                };
                 bound.insert(on_batch)
             }
         };
@@ -467,23 +456,6 @@ impl DictionaryScan {
         }
         let filter = conjunction_opt(filter);
         let options = source.table_parquet_options();
-        let pages = filter
-            .as_ref()
-            .filter(|_| options.global.enable_page_index)
-            .map(|f| PagePruningAccessPlanFilter::new(f, Arc::clone(file_schema)))
-            .filter(|p| p.filter_number() > 0)
-            .map(Arc::new);
-        let pruning = filter
-            .as_ref()
-            .filter(|_| options.global.pruning)
-            .and_then(|f| {
-                PruningPredicateBuilder::new()
-                    .with_file_schema(Arc::clone(file_schema))
-                    .try_build(Arc::clone(f))
-                    .ok()
-            })
-            .filter(|p| !p.always_true())
-            .map(Arc::new);
         let filter = filter.map(|expr| {
             let valued = valued_columns(&expr);
             RowFilter {
@@ -498,9 +470,8 @@ impl DictionaryScan {
                         }
                     })
                     .collect(),
+                pruning: Pruning::new(&expr, file_schema, options),
                 expr,
-                pruning,
-                pages,
             }
         });
         let args = arg_exprs
@@ -579,7 +550,10 @@ impl DictionaryScan {
         let (mut rows, mut entries) = (0u64, 0u64);
         // Per key column, the largest dictionary of a row group (estimated).
         let mut largest = vec![0u64; self.keys.len()];
-        let page_index = self.filter.as_ref().is_some_and(|f| f.pages.is_some());
+        let page_index = self
+            .filter
+            .as_ref()
+            .is_some_and(|f| f.pruning.pages.is_some());
         let footers = fetch_footers(&self.files, &factory, metrics, page_index).await;
         for (file, meta) in self.files.iter().zip(footers) {
             // An unreadable footer: let the scan report it as it would.
@@ -799,8 +773,7 @@ fn pruned(info: &FileInfo, filter: &RowFilter) -> Option<Vec<usize>> {
         &info.arrow,
         &info.row_groups,
         &info.file,
-        filter.pruning.as_deref(),
-        filter.pages.as_deref(),
+        &filter.pruning,
         &scratch,
     );
     let groups = plan.row_group_indexes();
