@@ -7,6 +7,7 @@ import datetime
 import decimal
 import importlib
 import json
+import os
 import time
 
 
@@ -46,6 +47,36 @@ def timed(runs, fn):
         answer = fn()
         times.append(time.perf_counter() - t)
     return times, answer
+
+
+def evict(path):
+    """Drops every file under `path` from the OS page cache
+    (`posix_fadvise(DONTNEED)`, as the Rust runner's `page_cache::evict`),
+    so that the next read comes from the disk."""
+    for root, _, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def measured(args, fn):
+    """`fields` for `emit`: `times` and `answer` of `timed(args.runs, fn)`,
+    after, with `--cold`, an untimed run and then one with the data dropped
+    from the page cache just before (its time as `cold`): as the Rust
+    runner, after a warm-up, so that the cache is the only difference."""
+    fields = {}
+    if args.cold:
+        fn()
+        evict(args.data)
+        t = time.perf_counter()
+        fn()
+        fields["cold"] = time.perf_counter() - t
+    times, answer = timed(args.runs, fn)
+    fields.update(times=times, answer=answer_rows(answer))
+    return fields
 
 
 def optional_import(name):
@@ -103,9 +134,8 @@ def _run_duckdb(args, queries, tables):
         con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{args.data}/{t}/*.parquet')")
     for q in queries:
         try:
-            times, ans = timed(args.runs, lambda: fetch_arrow(con, q["duckdb"]))
-            emit(engine=f"DuckDB {duckdb.__version__}", query=q["name"], times=times,
-                 answer=answer_rows(ans))
+            emit(engine=f"DuckDB {duckdb.__version__}", query=q["name"],
+                 **measured(args, lambda: fetch_arrow(con, q["duckdb"])))
         except Exception as e:  # noqa: BLE001 - report, keep going
             emit(note=f"DuckDB {q['name']} failed: {e}")
 
@@ -120,9 +150,8 @@ def _run_chdb(args, queries, tables):
         sess.query(f"CREATE VIEW {t} AS SELECT * FROM file('{args.data}/{t}/*.parquet', Parquet)")
     for q in queries:
         try:
-            times, ans = timed(args.runs, lambda: sess.query(q["clickhouse"], "ArrowTable"))
             emit(engine=f"ClickHouse (chdb {chdb.__version__})", query=q["name"],
-                 times=times, answer=answer_rows(ans))
+                 **measured(args, lambda: sess.query(q["clickhouse"], "ArrowTable")))
         except Exception as e:  # noqa: BLE001 - report, keep going
             emit(note=f"chdb {q['name']} failed: {str(e)[:300]}")
 
@@ -133,14 +162,17 @@ def view_peers(tables):
     queries come from the Rust runner already in each engine's dialect
     (`--queries`, a JSON file: [{name, duckdb, clickhouse}]), so every
     engine answers the same parameters; each runs `--runs` times with
-    `--threads` threads. Prints one JSON object per line: {"engine",
-    "query", "times", "answer"} or {"note"}."""
+    `--threads` threads (after a warm-up and a cold run with `--cold`). Prints one JSON
+    object per line: {"engine", "query", "times", "answer"[, "cold"]} or
+    {"note"}."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--queries", required=True, help="JSON file: [{name, duckdb, clickhouse}]")
     ap.add_argument("--engines", default="duckdb,chdb")
+    ap.add_argument("--cold", action="store_true",
+                    help="after a warm-up, run each query once with the data dropped from the page cache")
     args = ap.parse_args()
     with open(args.queries) as f:
         queries = json.load(f)

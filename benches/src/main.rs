@@ -147,13 +147,15 @@ impl PeerRunArgs {
     }
 
     /// The peers' measurements and notes from `benches/peers/<script>`
-    /// ([`tsjoin_bench::runner::run_peer_script`]); none with `--no-peers`.
+    /// ([`tsjoin_bench::runner::run_peer_script`], with a cold run first
+    /// when `cold`); none with `--no-peers`.
     pub(crate) fn peers(
         &self,
         script: &str,
         data: &Path,
         threads: usize,
         queries: Vec<Value>,
+        cold: bool,
     ) -> (Vec<Measurement>, Vec<String>) {
         if self.no_peers {
             return (vec![], vec![]);
@@ -165,6 +167,7 @@ impl PeerRunArgs {
             self.runs,
             queries,
             &self.engines,
+            cold,
         )
     }
 }

@@ -413,6 +413,9 @@ impl Query {
 /// list of `{name, duckdb, clickhouse}`, each engine's spelling, handed
 /// over in a temporary file) with the runner's data directory, threads,
 /// runs and engines; missing Python or packages give notes, not failures.
+/// With `cold`, each engine runs each query once untimed, then once with
+/// the data's files dropped from the page cache just before (its time in
+/// `extra["cold_s"]`), then the timed runs.
 pub fn run_peer_script(
     script: &str,
     data: &Path,
@@ -420,6 +423,7 @@ pub fn run_peer_script(
     runs: usize,
     queries: Vec<Value>,
     engines: &[String],
+    cold: bool,
 ) -> (Vec<Measurement>, Vec<String>) {
     let file = std::env::temp_dir().join(format!(
         "{}-queries-{}.json",
@@ -442,6 +446,7 @@ pub fn run_peer_script(
         .args(["--runs", &runs.to_string()])
         .args(["--queries", file.to_str().unwrap_or("")])
         .args(["--engines", &engines.join(",")])
+        .args(cold.then_some("--cold"))
         .stderr(std::process::Stdio::inherit())
         .output();
     let _ = std::fs::remove_file(&file);
@@ -449,7 +454,7 @@ pub fn run_peer_script(
 }
 
 /// The measurements and notes a peer script printed (one JSON object per
-/// line: `{engine, query, times, answer}` or `{note}`), or a note that
+/// line: `{engine, query, times, answer[, cold]}` or `{note}`), or a note that
 /// python3 could not be run.
 pub fn peer_results(
     output: std::io::Result<std::process::Output>,
@@ -479,7 +484,10 @@ pub fn peer_results(
                     .filter_map(|s| s.as_str().map(String::from))
                     .collect()
             }),
-            extra: json!({}),
+            extra: match v["cold"].as_f64() {
+                Some(cold) => json!({"cold_s": cold}),
+                None => json!({}),
+            },
         });
     }
     (ms, notes)

@@ -220,7 +220,7 @@ pub(crate) async fn run_all(
         results.extend(measure(engines, q, facts, run.runs, &mut notes).await);
     }
     let list = queries.iter().map(Query::peer_json).collect();
-    let (ms, n) = run.peers(script, dir, threads, list);
+    let (ms, n) = run.peers(script, dir, threads, list, false);
     results.extend(ms.into_iter().filter(|m| !m.times.is_empty()));
     notes.extend(n);
     Results {

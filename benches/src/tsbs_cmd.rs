@@ -3,7 +3,9 @@
 //! in one run: tsjoin, DataFusion 55 plain (`SessionContext::sql`, the
 //! blog's `LIMIT -10` as `ORDER BY ts DESC LIMIT 10`), and through Python
 //! DuckDB and ClickHouse (chdb) (`benches/peers/tsbs.py`). Every engine's
-//! answer is checked against tsjoin's.
+//! answer is checked against tsjoin's. Each engine also runs each query
+//! once cold, with the data's files dropped from the page cache first
+//! ([`tsjoin_bench::page_cache`]), unless `--no-cold`.
 //!
 //! ```text
 //! PATH=/work/peers-venv/bin:$PATH tsjoin-bench tsbs                  # 10M readings
@@ -17,6 +19,7 @@ use datafusion_tsjoin::TsJoinContextExt;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tsjoin_bench::page_cache;
 use tsjoin_bench::runner::{self, Measurement, normalise};
 use tsjoin_bench::tsbs::queries::{Check, Dialect, Query, queries};
 use tsjoin_bench::tsbs::{TsbsConfig, generate, is_generated};
@@ -49,6 +52,10 @@ pub struct TsbsArgs {
     /// as one more engine column; repeatable, one session per setting.
     #[arg(long)]
     also: Vec<String>,
+    /// Skip the cold runs (one per query and engine, after the warm-up,
+    /// with the data's files dropped from the page cache just before).
+    #[arg(long)]
+    no_cold: bool,
 }
 
 const TSJOIN: &str = "tsjoin";
@@ -186,7 +193,7 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
         .collect();
     let mut results: Vec<Measurement> = vec![];
     let mut scanned = serde_json::Map::new();
-    for q in &qs {
+    for (n, q) in qs.iter().enumerate() {
         let mut engines = vec![
             (TSJOIN.to_string(), &ours, true, Dialect::Tsjoin),
             (DATAFUSION.to_string(), &plain, false, Dialect::DataFusion),
@@ -209,6 +216,25 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
             for _ in 0..args.warmup {
                 runner::run_query(ctx, *tsjoin, &q.sql(*dialect)).await?;
             }
+        }
+        // Cold runs after the warm-up, so that the dropped page cache is
+        // their only difference from the hot runs (a query's first run in
+        // the process is slower whatever the cache holds), in an order
+        // that moves on query by query.
+        for k in 0..engines.len() {
+            if args.no_cold {
+                break;
+            }
+            let i = (n + k) % engines.len();
+            let (_, ctx, tsjoin, dialect) = &engines[i];
+            page_cache::evict(&dir).map_err(|e| {
+                DataFusionError::Execution(format!(
+                    "cold run: cannot drop {} from the page cache: {e}",
+                    dir.display()
+                ))
+            })?;
+            let (_, secs, _) = runner::run_query(ctx, *tsjoin, &q.sql(*dialect)).await?;
+            ms[i].extra = json!({"cold_s": secs});
         }
         for run in 0..args.run.runs {
             // Each run starts with the next engine, so that none always
@@ -235,7 +261,9 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
         );
         results.extend(ms);
     }
-    let (ms, notes) = args.run.peers("tsbs.py", &dir, threads, peer_queries(&qs));
+    let (ms, notes) =
+        args.run
+            .peers("tsbs.py", &dir, threads, peer_queries(&qs), !args.no_cold);
     results.extend(ms);
     report(&args, &config, threads, &qs, &results, &scanned, &notes)
 }
@@ -315,6 +343,7 @@ fn report(
         md.push_str(&format!(" {t:.3} |"));
     }
     md.push_str(" |\n");
+    md.push_str(&cold_table(qs, &engines, results));
     for n in notes {
         md.push_str(&format!("\nNote: {n}\n"));
     }
@@ -331,6 +360,7 @@ fn report(
             "clickhouse": q.sql(Dialect::ClickHouse)})).collect::<Vec<_>>(),
         "results": results.iter().map(|m| json!({
             "engine": m.engine, "query": m.query, "times_s": m.times, "best_s": m.best(),
+            "cold_s": m.extra.get("cold_s"),
             "answer_rows": m.answer.as_ref().map(Vec::len),
             "answer_head": m.answer.as_ref().map(|a| a.iter().take(12).collect::<Vec<_>>()),
         })).collect::<Vec<_>>(),
@@ -346,4 +376,61 @@ fn report(
         )));
     }
     Ok(())
+}
+
+/// The cold runs as a markdown table (empty without any): each engine's
+/// first run of each query with the files dropped from the page cache,
+/// `x` against tsjoin's cold run.
+fn cold_table(qs: &[Query], engines: &[String], results: &[Measurement]) -> String {
+    let cold = |engine: &str, query: &str| {
+        results
+            .iter()
+            .find(|m| m.engine == engine && m.query == query)
+            .and_then(|m| m.extra.get("cold_s").and_then(Value::as_f64))
+    };
+    let engines: Vec<&String> = engines
+        .iter()
+        .filter(|e| qs.iter().any(|q| cold(e, q.name).is_some()))
+        .collect();
+    if engines.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "\nCold: one run per query and engine after the warm-up, with the data's files \
+         dropped from the page cache just before (`posix_fadvise(DONTNEED)`; each engine keeps \
+         what it holds in its own memory, such as Parquet footers), seconds.\n\n| query |",
+    );
+    for e in &engines {
+        md.push_str(&format!(" {e} |"));
+    }
+    md.push_str("\n|---|");
+    for _ in &engines {
+        md.push_str("---:|");
+    }
+    md.push('\n');
+    let mut totals = vec![0.0; engines.len()];
+    for q in qs {
+        let ours = cold(TSJOIN, q.name);
+        md.push_str(&format!("| {} |", q.name));
+        for (i, e) in engines.iter().enumerate() {
+            match cold(e, q.name) {
+                Some(secs) => {
+                    if !q.name.starts_with("blog") {
+                        totals[i] += secs;
+                    }
+                    let ratio =
+                        ours.map_or(String::new(), |o| format!(" ({:.1}x)", secs / o));
+                    md.push_str(&format!(" {secs:.3}{ratio} |"));
+                }
+                None => md.push_str(" – |"),
+            }
+        }
+        md.push('\n');
+    }
+    md.push_str("| **13 TSBS types, total** |");
+    for t in &totals {
+        md.push_str(&format!(" {t:.3} |"));
+    }
+    md.push('\n');
+    md
 }

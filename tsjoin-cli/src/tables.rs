@@ -104,7 +104,11 @@ pub async fn register(
                 "table {name}: cannot read {path} as Parquet: {e}"
             ))
         })?;
-    let mut table = ListingTable::try_new(config)?;
+    // The session's file-statistics cache (what `register_parquet` uses):
+    // without it every query re-reads each file's footer statistics, ~10 ms
+    // of planning on a 78-file table.
+    let mut table = ListingTable::try_new(config)?
+        .with_cache(ctx.runtime_env().cache_manager.get_file_statistic_cache());
     if let Some(columns) = primary_key {
         let constraints = primary_key_constraint(name, &table, columns)?;
         table = table.with_constraints(constraints);

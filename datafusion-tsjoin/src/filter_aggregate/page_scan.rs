@@ -284,7 +284,7 @@ impl PageScan {
             &files,
             &factory,
             &scratch_metrics,
-            self.pruning.pages.is_some(),
+            self.pruning.pages().is_some(),
         )
         .await;
         let mut matched = 0;

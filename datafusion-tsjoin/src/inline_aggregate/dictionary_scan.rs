@@ -553,7 +553,7 @@ impl DictionaryScan {
         let page_index = self
             .filter
             .as_ref()
-            .is_some_and(|f| f.pruning.pages.is_some());
+            .is_some_and(|f| f.pruning.pages().is_some());
         let footers = fetch_footers(&self.files, &factory, metrics, page_index).await;
         for (file, meta) in self.files.iter().zip(footers) {
             // An unreadable footer: let the scan report it as it would.
