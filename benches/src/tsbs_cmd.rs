@@ -221,10 +221,8 @@ pub async fn run(args: TsbsArgs) -> Result<()> {
         // their only difference from the hot runs (a query's first run in
         // the process is slower whatever the cache holds), in an order
         // that moves on query by query.
-        for k in 0..engines.len() {
-            if args.no_cold {
-                break;
-            }
+        let cold_runs = if args.no_cold { 0 } else { engines.len() };
+        for k in 0..cold_runs {
             let i = (n + k) % engines.len();
             let (_, ctx, tsjoin, dialect) = &engines[i];
             page_cache::evict(&dir).map_err(|e| {
@@ -299,14 +297,7 @@ fn report(
         args.run.runs,
         args.warmup,
     );
-    for e in &engines {
-        md.push_str(&format!(" {e} |"));
-    }
-    md.push_str(" rows read (tsjoin / DataFusion) |\n|---|");
-    for _ in &engines {
-        md.push_str("---:|");
-    }
-    md.push_str("---|\n");
+    header(&mut md, &engines, &["rows read (tsjoin / DataFusion)"]);
     let mut mismatches = vec![];
     let mut totals = vec![0.0; engines.len()];
     let mut agreement = serde_json::Map::new();
@@ -400,14 +391,7 @@ fn cold_table(qs: &[Query], engines: &[String], results: &[Measurement]) -> Stri
          dropped from the page cache just before (`posix_fadvise(DONTNEED)`; each engine keeps \
          what it holds in its own memory, such as Parquet footers), seconds.\n\n| query |",
     );
-    for e in &engines {
-        md.push_str(&format!(" {e} |"));
-    }
-    md.push_str("\n|---|");
-    for _ in &engines {
-        md.push_str("---:|");
-    }
-    md.push('\n');
+    header(&mut md, &engines, &[]);
     let mut totals = vec![0.0; engines.len()];
     for q in qs {
         let ours = cold(TSJOIN, q.name);
@@ -433,4 +417,23 @@ fn cold_table(qs: &[Query], engines: &[String], results: &[Measurement]) -> Stri
     }
     md.push('\n');
     md
+}
+
+/// The rest of a results table's header after `| query |`: a right-aligned
+/// column per engine, then the left-aligned `extra` columns.
+fn header<E: std::fmt::Display>(md: &mut String, engines: &[E], extra: &[&str]) {
+    for e in engines {
+        md.push_str(&format!(" {e} |"));
+    }
+    for x in extra {
+        md.push_str(&format!(" {x} |"));
+    }
+    md.push_str("\n|---|");
+    for _ in engines {
+        md.push_str("---:|");
+    }
+    for _ in extra {
+        md.push_str("---|");
+    }
+    md.push('\n');
 }
