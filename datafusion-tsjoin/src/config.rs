@@ -86,6 +86,11 @@ config_namespace! {
         /// statistics while planning, before the scan's files are spread
         /// over partitions (see `prune_files`).
         pub prune_files: bool, default = true
+        /// Redraw the byte ranges of a filtered Parquet scan feeding an
+        /// aggregate so that its partitions read equal shares of the row
+        /// groups the WHERE leaves, while planning (see
+        /// `row_group_balance`).
+        pub balance_row_groups: bool, default = true
         /// Let a count-only fused filter aggregate over Parquet read the
         /// files itself, the WHERE evaluated on each page's dictionary
         /// and codes (see `filter_aggregate::page_scan`).

@@ -38,6 +38,7 @@ mod parquet_read;
 pub mod priority;
 pub mod progress;
 pub mod prune_files;
+mod row_group_balance;
 mod session;
 pub mod sort_through_filter;
 pub mod sql;

@@ -53,6 +53,7 @@ use crate::config::rule_enabled;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::pruning::PrunableStatistics;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{
     Transformed, TransformedResult, TreeNode, TreeNodeRecursion,
 };
@@ -158,10 +159,16 @@ fn pruned(scan: &FileScanConfig, source: &ParquetSource) -> Option<FileScanConfi
         })
         .collect::<Vec<_>>();
     // Exact totals only when every group has its files' statistics; else
-    // the table's, no longer exact.
-    let group_stats: Option<Vec<_>> =
-        groups.iter().map(|g| g.file_statistics(None)).collect();
+    // the table's, no longer exact. Empty groups hold no rows and are left
+    // out: merged in, their unknown minima and maxima would erase the
+    // others' (and an unknown row count, the estimates above the scan).
+    let group_stats: Option<Vec<_>> = groups
+        .iter()
+        .filter(|g| !g.is_empty())
+        .map(|g| g.file_statistics(None))
+        .collect();
     let totals = match group_stats {
+        Some(stats) if stats.is_empty() => no_rows(table),
         Some(stats) => Statistics::try_merge_iter(stats, table).ok()?,
         None => scan.statistics().to_inexact(),
     };
@@ -174,8 +181,12 @@ fn pruned(scan: &FileScanConfig, source: &ParquetSource) -> Option<FileScanConfi
 }
 
 /// `group` with the merged statistics of its files, as DataFusion's listing
-/// table gives each group (files without statistics leave it without).
+/// table gives each group (files without statistics leave it without); an
+/// empty group gets those of no rows.
 pub(crate) fn with_group_statistics(group: FileGroup, table: &Schema) -> FileGroup {
+    if group.is_empty() {
+        return group.with_statistics(Arc::new(no_rows(table)));
+    }
     let stats: Option<Vec<_>> = group.iter().map(|f| f.statistics.clone()).collect();
     match stats.and_then(|s| {
         Statistics::try_merge_iter(s.iter().map(|s| s.as_ref()), table).ok()
@@ -185,10 +196,23 @@ pub(crate) fn with_group_statistics(group: FileGroup, table: &Schema) -> FileGro
     }
 }
 
+/// The statistics of no rows of `table`: zero rows, bytes and nulls, no
+/// bounds. (DataFusion's `Statistics::new_unknown` would say "unknown", and
+/// an unknown group makes the whole scan's row count unknown.)
+fn no_rows(table: &Schema) -> Statistics {
+    let mut stats = Statistics::new_unknown(table);
+    stats.num_rows = Precision::Exact(0);
+    stats.total_byte_size = Precision::Exact(0);
+    for column in &mut stats.column_statistics {
+        column.null_count = Precision::Exact(0);
+    }
+    stats
+}
+
 /// The conjuncts of `predicate` that the files' statistics describe: every
 /// column one of the file schema's (not a partition column), no dynamic
 /// filter (its value is not known while planning). `None` when none is.
-fn file_predicate(
+pub(crate) fn file_predicate(
     predicate: &Arc<dyn PhysicalExpr>,
     file_schema: &Schema,
 ) -> Option<Arc<dyn PhysicalExpr>> {

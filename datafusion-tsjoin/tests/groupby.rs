@@ -455,13 +455,21 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
     let n = 300_000;
     let sql = "SELECT a, b, count(*), count(v), sum(v), min(v), max(v), avg(v) FROM t GROUP BY a, b ORDER BY a, b";
     // 6,000 groups never pass MANY_GROUPS: only the rows-per-group rule a
-    // quarter into the probe sends them back.
+    // quarter into the probe sends them back, and only where a task's input
+    // is expected to hold at least 200K rows (EARLY_INPUT_ROWS; one
+    // partition spread over two tasks expects 150K each).
     for (groups, many) in [(60, false), (200_000, true), (40_000, true), (6_000, true)] {
         // One target partition plans a single-mode aggregate (the
         // template the fallback replays under), more a partial/final pair.
         for (sizes, target) in
             [(&[1][..], 1), (&[1], 2), (&[3, 0, 1, 40], 4), (&[0, 1], 2)]
         {
+            let largest = if sizes.len() < target {
+                n / target
+            } else {
+                n * sizes.iter().max().unwrap() / sizes.iter().sum::<usize>()
+            };
+            let many = many && (groups > 8192 || largest >= 200_000);
             let ctx = context(target);
             ctx.register_table("t", Arc::new(two_key_table(n, groups, sizes)))
                 .unwrap();
@@ -505,6 +513,31 @@ async fn composite_keys_fall_back_to_datafusion_when_groups_are_many() {
                 );
             }
         }
+    }
+}
+
+/// Keys that repeat rarely in an input too small to pass MANY_GROUPS run
+/// inline: the early rows-per-group test (12 rows per group a quarter into
+/// the probe) waits for inputs expected to hold at least 200K rows per
+/// task, and 6,000 groups of 60K rows (10 rows each) never pass 8,192.
+/// The same keys over 300K rows fall back; answers agree either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rare_keys_in_a_small_input_stay_inline() {
+    let sql = "SELECT a, b, count(*), sum(v), avg(v) FROM t GROUP BY a, b ORDER BY a, b";
+    for (n, many) in [(60_000, false), (300_000, true)] {
+        let ctx = context(1);
+        ctx.register_table("t", Arc::new(two_key_table(n, 6_000, &[1])))
+            .unwrap();
+        let want = datafusion_rows(&ctx, sql).await;
+        let plan = physical_plan(&ctx, sql).await;
+        let got = cells(
+            &datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+                .await
+                .unwrap(),
+        );
+        assert!(got == want, "{n} rows: results differ");
+        let fell_back = fallbacks(&plan).expect("an inline aggregate");
+        assert_eq!(fell_back > 0, many, "{n} rows: fallback metric {fell_back}");
     }
 }
 

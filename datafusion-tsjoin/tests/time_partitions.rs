@@ -11,8 +11,12 @@ use datafusion::arrow::array::{
     Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
 use rand::rngs::StdRng;
@@ -236,6 +240,28 @@ async fn files_the_where_rules_out_are_not_planned() {
         !plan.contains("day01.parquet") && !plan.contains("day03.parquet"),
         "{plan}"
     );
+    // The scan keeps a row estimate: the file left in one of its two
+    // groups, the other empty (an unknown count there would make the
+    // whole scan's unknown, and every estimate above it).
+    let plan = ctx
+        .tsjoin_sql(&sql.replace("count(*)", "*"))
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let mut scan_rows = vec![];
+    plan.apply(|node| {
+        if node.downcast_ref::<DataSourceExec>().is_some() {
+            let stats = StatisticsContext::new()
+                .compute(node.as_ref(), &StatisticsArgs::new())
+                .unwrap();
+            scan_rows.push(stats.num_rows);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    assert_eq!(scan_rows, vec![Precision::Inexact(6000)]);
     let pruned = crate::support::query_rows(&ctx, &sql).await;
     ctx.tsjoin_sql("SET tsjoin.prune_files = false")
         .await
@@ -279,5 +305,185 @@ async fn partition_columns_are_left_to_datafusion() {
             rows(&plain, sql, false).await,
             "{sql}"
         );
+    }
+}
+
+/// Writes one file of `groups` row groups of `per_group` rows, `ts`
+/// ascending (one row per millisecond) so that a time window leaves a run of
+/// neighbouring row groups; `k` and `w` as in [`write_files`].
+fn write_sorted_file(path: &Path, rng: &mut StdRng, groups: usize, per_group: usize) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            false,
+        ),
+        Field::new("k", DataType::Int64, false),
+        Field::new("w", DataType::Float64, true),
+    ]));
+    let rows = groups * per_group;
+    let ts: Vec<i64> = (0..rows as i64).map(|i| i * 1000).collect();
+    let k: Vec<i64> = (0..rows).map(|_| rng.random_range(0..5)).collect();
+    let w: Vec<Option<f64>> = (0..rows)
+        .map(|_| {
+            (!rng.random_bool(0.05)).then(|| rng.random_range(-800..800) as f64 / 4.0)
+        })
+        .collect();
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(TimestampMicrosecondArray::from(ts)),
+            Arc::new(Int64Array::from(k)),
+            Arc::new(Float64Array::from(w)),
+        ],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(per_group))
+        .build();
+    let mut writer =
+        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props))
+            .unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// The rows each partition of the plan's Parquet scan reads.
+async fn scan_partition_rows(ctx: &SessionContext, sql: &str) -> Vec<usize> {
+    let plan = ctx
+        .tsjoin_sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let mut scans = vec![];
+    plan.apply(|node| {
+        if node.downcast_ref::<DataSourceExec>().is_some() {
+            scans.push(Arc::clone(node));
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    let [scan] = &scans[..] else {
+        panic!("one scan expected: {scans:?}")
+    };
+    let mut rows = vec![];
+    for p in 0..scan.properties().partitioning.partition_count() {
+        let batches = datafusion::physical_plan::common::collect(
+            scan.execute(p, ctx.task_ctx()).unwrap(),
+        )
+        .await
+        .unwrap();
+        rows.push(batches.iter().map(|b| b.num_rows()).sum());
+    }
+    rows
+}
+
+/// A time window over a time-sorted file leaves neighbouring row groups
+/// that all start in the first half of the file: DataFusion's byte ranges
+/// give them all to one partition, the balanced ranges share them out.
+/// Answers equal DataFusion's with the ranges redrawn and without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surviving_row_groups_are_shared_out_over_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    write_sorted_file(
+        &dir.path().join("t.parquet"),
+        &mut StdRng::seed_from_u64(3),
+        12,
+        1000,
+    );
+    // Rows 2000..5000: row groups 2, 3 and 4 of 12.
+    let sql = "SELECT k, count(*), sum(w), min(ts), max(ts) FROM t \
+               WHERE ts >= to_timestamp_micros(2000000) AND ts < to_timestamp_micros(5000000) \
+               GROUP BY k ORDER BY k";
+    // A small file is split into byte ranges only below this size; and
+    // the partitions are read one after the other below, so the first
+    // would take its sibling's ranges if it could steal them.
+    let config = SessionConfig::new()
+        .with_target_partitions(2)
+        .set_usize("datafusion.optimizer.repartition_file_min_size", 0)
+        .set_bool(
+            "datafusion.execution.enable_file_stream_work_stealing",
+            false,
+        );
+    let ours = datafusion_tsjoin::tsjoin_context(config.clone());
+    let plain = SessionContext::new_with_config(config);
+    register_dir(&ours, "t", dir.path()).await;
+    register_dir(&plain, "t", dir.path()).await;
+    let want = rows(&plain, sql, false).await;
+    assert_eq!(rows(&ours, sql, true).await, want);
+    let scan = "SELECT * FROM t WHERE ts >= to_timestamp_micros(2000000) \
+                AND ts < to_timestamp_micros(5000000) AND k >= 0";
+    let balanced = scan_partition_rows(
+        &ours,
+        &format!("SELECT k, count(*) FROM ({scan}) GROUP BY k"),
+    )
+    .await;
+    ours.tsjoin_sql("SET tsjoin.balance_row_groups = false")
+        .await
+        .unwrap();
+    let spread = scan_partition_rows(
+        &ours,
+        &format!("SELECT k, count(*) FROM ({scan}) GROUP BY k"),
+    )
+    .await;
+    assert_eq!(rows(&ours, sql, true).await, want);
+    // Rows read before the row filter: the three row groups, 3,000 rows.
+    assert_eq!(spread.iter().sum::<usize>(), 3000, "{spread:?}");
+    assert_eq!(balanced.iter().sum::<usize>(), 3000, "{balanced:?}");
+    assert!(spread.contains(&0), "DataFusion's ranges: {spread:?}");
+    assert!(!balanced.contains(&0), "balanced ranges: {balanced:?}");
+}
+
+/// Random windows over time-sorted files of random row-group sizes, 1..4
+/// partitions, files split into ranges or whole: tsjoin (ranges redrawn)
+/// answers as DataFusion does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_ranges_answer_as_datafusion_does() {
+    for case in 0..8u64 {
+        let mut rng = StdRng::seed_from_u64(0xBA1 + case);
+        let dir = tempfile::tempdir().unwrap();
+        let files = rng.random_range(1..4);
+        let mut total = 0;
+        for f in 0..files {
+            let (groups, per_group) =
+                (rng.random_range(1..15), rng.random_range(100..900));
+            total += groups * per_group;
+            write_sorted_file(
+                &dir.path().join(format!("f{f}.parquet")),
+                &mut rng,
+                groups,
+                per_group,
+            );
+        }
+        let partitions = rng.random_range(1..5);
+        let min_size = if rng.random_bool(0.7) { 0 } else { 10 << 20 };
+        let config = SessionConfig::new()
+            .with_target_partitions(partitions)
+            .set_usize("datafusion.optimizer.repartition_file_min_size", min_size);
+        let ours = datafusion_tsjoin::tsjoin_context(config.clone());
+        let plain = SessionContext::new_with_config(config);
+        register_dir(&ours, "t", dir.path()).await;
+        register_dir(&plain, "t", dir.path()).await;
+        let from = rng.random_range(0..total as i64) * 1000;
+        let to = from + rng.random_range(1..3000) * 1000;
+        for sql in [
+            format!(
+                "SELECT k, count(*), sum(w), min(ts), max(ts) FROM t WHERE ts >= to_timestamp_micros({from}) \
+                 AND ts < to_timestamp_micros({to}) GROUP BY k"
+            ),
+            format!(
+                "SELECT count(*), avg(w) FROM t WHERE ts BETWEEN to_timestamp_micros({from}) \
+                 AND to_timestamp_micros({to}) AND w > 0"
+            ),
+        ] {
+            let want = rows(&plain, &sql, false).await;
+            let got = rows(&ours, &sql, true).await;
+            assert_eq!(
+                got, want,
+                "case {case} ({files} files, {partitions} partitions): {sql}"
+            );
+        }
     }
 }

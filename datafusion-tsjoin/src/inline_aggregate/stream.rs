@@ -417,16 +417,11 @@ async fn start(
         Precision::Exact(n) => (n / spec.outputs.max(1)).min(MAX_ROWS_HINT),
         _ => 0,
     };
-    // An estimate is enough for the fallback's projection of groups.
-    let input_rows = match rows {
-        Precision::Exact(n) | Precision::Inexact(n) => Some(n),
-        Precision::Absent => None,
-    };
     let partitions = input.output_partitioning().partition_count();
     let (fallback, probes) = match template.filter(|_| work.is_none()) {
         Some(t) => {
-            let (f, probes) =
-                Fallback::new(t, Arc::clone(input.properties()), partitions, input_rows);
+            let task_rows = task_rows(input, estimate(&rows), partitions);
+            let (f, probes) = Fallback::new(t, Arc::clone(input.properties()), task_rows);
             (Some(f), probes)
         }
         None => (None, vec![]),
@@ -701,6 +696,23 @@ fn merge(
         }
     };
     let from: Vec<Vec<u32>> = partials.iter().map(mine).collect();
+    // One partial gives this partition all its groups: they are distinct,
+    // so none needs interning again.
+    let mut giving = from.iter().enumerate().filter(|(_, f)| !f.is_empty());
+    if let (Some((i, only)), None) = (giving.next(), giving.next())
+        && table.len() == 0
+    {
+        let keys = table.adopt(&partials[i], only)?;
+        reservation.try_resize(table.memory_size())?;
+        return emit(
+            schema,
+            &spec.aggs,
+            keys,
+            table.states,
+            table.counts,
+            batch_size,
+        );
+    }
     // `expected` bounds the groups: each merged group is new at most once.
     let expected = from.iter().map(Vec::len).sum::<usize>() + table.len();
     table.reserve(expected);
@@ -765,4 +777,37 @@ fn emit(
         .step_by(batch_size)
         .map(|s| batch.slice(s, batch_size.min(batch.num_rows() - s)))
         .collect())
+}
+
+/// A row count, exact or estimated.
+fn estimate(rows: &Precision<usize>) -> Option<usize> {
+    match rows {
+        Precision::Exact(n) | Precision::Inexact(n) => Some(*n),
+        Precision::Absent => None,
+    }
+}
+
+/// The rows each of the `partitions` partitions of `input` is expected to
+/// hold (an estimate is enough for the fallback's tests): the partition's
+/// own statistics, else its share of the input's `total`. (Parquet byte
+/// ranges split from one file carry none, and the row groups that survive
+/// pruning can all sit in one of them.)
+fn task_rows(
+    input: &Arc<dyn ExecutionPlan>,
+    total: Option<usize>,
+    partitions: usize,
+) -> Vec<Option<usize>> {
+    let share = total.map(|n| n / partitions.max(1));
+    (0..partitions)
+        .map(|p| {
+            StatisticsContext::new()
+                .compute(
+                    input.as_ref(),
+                    &StatisticsArgs::new().with_partition(Some(p)),
+                )
+                .ok()
+                .and_then(|s| estimate(&s.num_rows))
+                .or(share)
+        })
+        .collect()
 }

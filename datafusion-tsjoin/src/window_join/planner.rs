@@ -251,6 +251,7 @@ impl QueryPlanner for TsJoinQueryPlanner {
             Arc::new(crate::horizon_join::HorizonJoinPlanner),
         ]);
         let plan = planner.create_physical_plan(logical_plan, session).await?;
+        let plan = crate::row_group_balance::balance_row_groups(plan, session).await?;
         crate::priority::gate_session_plan(plan, session)
     }
 }
