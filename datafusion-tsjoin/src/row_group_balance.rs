@@ -32,8 +32,9 @@
 //! ```text
 //! before: p0 = [0, 18.8 MB) → row groups 2, 3, 4 (start at 7.6, 11.4, 15.2 MB)
 //!         p1 = [18.8, 37.5 MB) → none survive
-//! after:  p0 = [0, 11.4 MB) → row group 2 (0, 1 pruned)
-//!         p1 = [11.4, 37.5 MB) → row groups 3, 4 (5-9 pruned)
+//! after:  p0 = [0, 15.2 MB) → row groups 2, 3 (0, 1 pruned; the page index
+//!                                 leaves fewer rows of 2 than of 4)
+//!         p1 = [15.2, 37.5 MB) → row group 4 (5-9 pruned)
 //! ```
 
 use crate::config::rule_enabled;
