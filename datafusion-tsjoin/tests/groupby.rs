@@ -388,6 +388,20 @@ fn fallbacks(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
         .reduce(|a, b| a + b)
 }
 
+/// Runs `sql` once on tsjoin's plan, checks its answer against
+/// DataFusion's aggregate, and returns the plan's [`fallbacks`].
+async fn fallbacks_of_run(ctx: &SessionContext, sql: &str, label: &str) -> usize {
+    let want = datafusion_rows(ctx, sql).await;
+    let plan = physical_plan(ctx, sql).await;
+    let got = cells(
+        &datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+            .await
+            .unwrap(),
+    );
+    assert!(got == want, "{label}: results differ");
+    fallbacks(&plan).expect("an inline aggregate")
+}
+
 /// `n` rows of two keys (`a` integer, `b` string) with about `groups`
 /// distinct pairs, NULLs in both keys and the value, over `sizes.len()`
 /// partitions holding these shares of the rows (some empty or tiny).
@@ -528,15 +542,7 @@ async fn rare_keys_in_a_small_input_stay_inline() {
         let ctx = context(1);
         ctx.register_table("t", Arc::new(two_key_table(n, 6_000, &[1])))
             .unwrap();
-        let want = datafusion_rows(&ctx, sql).await;
-        let plan = physical_plan(&ctx, sql).await;
-        let got = cells(
-            &datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
-                .await
-                .unwrap(),
-        );
-        assert!(got == want, "{n} rows: results differ");
-        let fell_back = fallbacks(&plan).expect("an inline aggregate");
+        let fell_back = fallbacks_of_run(&ctx, sql, &format!("{n} rows")).await;
         assert_eq!(fell_back > 0, many, "{n} rows: fallback metric {fell_back}");
     }
 }
@@ -586,15 +592,7 @@ async fn composite_keys_growing_with_the_rows_fall_back() {
         .await
         .unwrap();
         let sql = "SELECT a, b, count(*), sum(v) FROM g GROUP BY a, b ORDER BY a, b";
-        let want = datafusion_rows(&ctx, sql).await;
-        let plan = physical_plan(&ctx, sql).await;
-        let got = cells(
-            &datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
-                .await
-                .unwrap(),
-        );
-        assert!(got == want, "width {width}: results differ");
-        let fell_back = fallbacks(&plan).expect("an inline aggregate");
+        let fell_back = fallbacks_of_run(&ctx, sql, &format!("width {width}")).await;
         assert_eq!(
             fell_back > 0,
             many,

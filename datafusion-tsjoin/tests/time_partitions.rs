@@ -6,7 +6,7 @@
 //! overlapping or NULL timestamps in some cases, 1–4 partitions), and what
 //! EXPLAIN shows.
 
-use crate::support::{cells, context, explained_plan, register_dir};
+use crate::support::{cells, context, explained_plan, physical_plan, register_dir};
 use datafusion::arrow::array::{
     Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
@@ -16,6 +16,7 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
@@ -243,24 +244,16 @@ async fn files_the_where_rules_out_are_not_planned() {
     // The scan keeps a row estimate: the file left in one of its two
     // groups, the other empty (an unknown count there would make the
     // whole scan's unknown, and every estimate above it).
-    let plan = ctx
-        .tsjoin_sql(&sql.replace("count(*)", "*"))
+    let scan_rows: Vec<_> = scans(&ctx, &sql.replace("count(*)", "*"))
         .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let mut scan_rows = vec![];
-    plan.apply(|node| {
-        if node.downcast_ref::<DataSourceExec>().is_some() {
-            let stats = StatisticsContext::new()
-                .compute(node.as_ref(), &StatisticsArgs::new())
-                .unwrap();
-            scan_rows.push(stats.num_rows);
-        }
-        Ok(TreeNodeRecursion::Continue)
-    })
-    .unwrap();
+        .iter()
+        .map(|scan| {
+            StatisticsContext::new()
+                .compute(scan.as_ref(), &StatisticsArgs::new())
+                .unwrap()
+                .num_rows
+        })
+        .collect();
     assert_eq!(scan_rows, vec![Precision::Inexact(6000)]);
     let pruned = crate::support::query_rows(&ctx, &sql).await;
     ctx.tsjoin_sql("SET tsjoin.prune_files = false")
@@ -348,15 +341,9 @@ fn write_sorted_file(path: &Path, rng: &mut StdRng, groups: usize, per_group: us
     writer.close().unwrap();
 }
 
-/// The rows each partition of the plan's Parquet scan reads.
-async fn scan_partition_rows(ctx: &SessionContext, sql: &str) -> Vec<usize> {
-    let plan = ctx
-        .tsjoin_sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
+/// The scans (`DataSourceExec`) of `sql`'s physical plan.
+async fn scans(ctx: &SessionContext, sql: &str) -> Vec<Arc<dyn ExecutionPlan>> {
+    let plan = physical_plan(ctx, sql).await;
     let mut scans = vec![];
     plan.apply(|node| {
         if node.downcast_ref::<DataSourceExec>().is_some() {
@@ -365,6 +352,12 @@ async fn scan_partition_rows(ctx: &SessionContext, sql: &str) -> Vec<usize> {
         Ok(TreeNodeRecursion::Continue)
     })
     .unwrap();
+    scans
+}
+
+/// The rows each partition of the plan's Parquet scan reads.
+async fn scan_partition_rows(ctx: &SessionContext, sql: &str) -> Vec<usize> {
+    let scans = scans(ctx, sql).await;
     let [scan] = &scans[..] else {
         panic!("one scan expected: {scans:?}")
     };

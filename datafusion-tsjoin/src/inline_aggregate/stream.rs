@@ -699,30 +699,24 @@ fn merge(
     // One partial gives this partition all its groups: they are distinct,
     // so none needs interning again.
     let mut giving = from.iter().enumerate().filter(|(_, f)| !f.is_empty());
-    if let (Some((i, only)), None) = (giving.next(), giving.next())
+    let keys = if let (Some((i, only)), None) = (giving.next(), giving.next())
         && table.len() == 0
     {
         let keys = table.adopt(&partials[i], only)?;
         reservation.try_resize(table.memory_size())?;
-        return emit(
-            schema,
-            &spec.aggs,
-            keys,
-            table.states,
-            table.counts,
-            batch_size,
-        );
-    }
-    // `expected` bounds the groups: each merged group is new at most once.
-    let expected = from.iter().map(Vec::len).sum::<usize>() + table.len();
-    table.reserve(expected);
-    for (partial, from) in partials.iter().zip(&from) {
-        if !from.is_empty() {
-            table.merge(partial, from, expected)?;
-            reservation.try_resize(table.memory_size())?;
+        keys
+    } else {
+        // `expected` bounds the groups: each merged group is new at most once.
+        let expected = from.iter().map(Vec::len).sum::<usize>() + table.len();
+        table.reserve(expected);
+        for (partial, from) in partials.iter().zip(&from) {
+            if !from.is_empty() {
+                table.merge(partial, from, expected)?;
+                reservation.try_resize(table.memory_size())?;
+            }
         }
-    }
-    let keys = table.keys.emit()?;
+        table.keys.emit()?
+    };
     emit(
         schema,
         &spec.aggs,
