@@ -64,24 +64,22 @@
 use crate::config::rule_enabled;
 use crate::join_filter::{join_filter_ids, join_filters_in};
 use crate::newest_first::NewestFirstTopKExec;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use crate::prune_files::passing_share;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{
     Transformed, TransformedResult, TreeNode, TreeNodeRecursion,
 };
-use datafusion::common::{ColumnStatistics, ScalarValue};
+
 use datafusion::datasource::physical_plan::parquet::can_expr_be_pushed_down_with_schemas;
 use datafusion::datasource::physical_plan::{
     FileScanConfig, FileScanConfigBuilder, FileSource, ParquetSource,
 };
 use datafusion::datasource::source::DataSourceExec;
-use datafusion::logical_expr::interval_arithmetic::Interval;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::intervals::utils::check_support;
 use datafusion::physical_expr::utils::{collect_columns, conjunction, split_conjunction};
-use datafusion::physical_expr::{AnalysisContext, ExprBoundaries, analyze};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::projection_pushdown::ProjectionPushdown;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
@@ -384,71 +382,6 @@ fn selective(scan: &Scan, pushed: &[Arc<dyn PhysicalExpr>]) -> Option<f64> {
         }
     }
     Some(if rows > 0.0 { passing / rows } else { 0.0 })
-}
-
-/// The share of a file's rows that pass `predicate`, from its column
-/// statistics: 0 when the interval analysis finds no row can pass, else the
-/// product over the predicate's columns of the width of the range it keeps
-/// over the width of the file's range (values taken as uniform). DataFusion's
-/// own `selectivity` is not used: it counts representable values, which for
-/// floats crowd near zero (`a > 1.0` over `[-25, 25]` came out below 1%).
-/// 1 where the analysis fails or a range is unbounded.
-fn passing_share(
-    predicate: &Arc<dyn PhysicalExpr>,
-    table: &SchemaRef,
-    statistics: &[ColumnStatistics],
-) -> f64 {
-    let Ok(before) = AnalysisContext::try_from_statistics(table, statistics) else {
-        return 1.0;
-    };
-    let ranges = before.boundaries.clone();
-    let Ok(after) = analyze(predicate, before, table) else {
-        return 1.0;
-    };
-    if after.selectivity == Some(0.0) {
-        return 0.0;
-    }
-    let columns: HashSet<usize> = collect_columns(predicate)
-        .iter()
-        .map(Column::index)
-        .collect();
-    ranges
-        .iter()
-        .zip(&after.boundaries)
-        .filter(|(b, _)| columns.contains(&b.column.index()))
-        .map(|(b, a)| {
-            let width =
-                |bound: &ExprBoundaries| bound.interval.as_ref().and_then(range_width);
-            match (width(b), width(a)) {
-                (Some(whole), Some(kept)) if whole > 0.0 => {
-                    (kept / whole).clamp(0.0, 1.0)
-                }
-                _ => 1.0,
-            }
-        })
-        .product()
-}
-
-/// `interval`'s width as a number (integers and times count their end
-/// points: `[2, 2]` is one value wide); `None` when unbounded or not
-/// numeric.
-fn range_width(interval: &Interval) -> Option<f64> {
-    let number = |v: &ScalarValue| -> Option<f64> {
-        if v.is_null() {
-            return None;
-        }
-        let as_float = v.cast_to(&DataType::Float64).ok();
-        let as_int = || v.cast_to(&DataType::Int64).ok();
-        match as_float.or_else(as_int)? {
-            ScalarValue::Float64(Some(x)) => Some(x),
-            ScalarValue::Int64(Some(x)) => Some(x as f64),
-            _ => None,
-        }
-    };
-    let (lo, hi) = (number(interval.lower())?, number(interval.upper())?);
-    let data_type = interval.data_type();
-    let discrete = data_type.is_integer() || data_type.is_temporal();
-    Some(hi - lo + if discrete { 1.0 } else { 0.0 })
 }
 
 /// The decoded bytes of table column `column` over the scan's files, from

@@ -228,6 +228,44 @@ async fn explain_names_the_per_partition_fallback_only_where_it_is_sound() {
 }
 
 #[tokio::test]
+async fn files_weigh_what_the_window_keeps_of_them() {
+    let (ctx, _dir) = six_days(Layout::Disjoint).await;
+    let window = |from: i64, to: i64| {
+        format!(
+            "SELECT name, k, date_bin(INTERVAL '1 second', ts) AS b, count(*) FROM t \
+             WHERE ts >= to_timestamp_micros({from}) AND ts < to_timestamp_micros({to}) \
+             GROUP BY name, k, b"
+        )
+    };
+    // Days 2 and 3 whole: a file per partition.
+    let plan = explained_plan(&ctx, &window(2 * DAY, 4 * DAY)).await;
+    assert!(
+        plan.contains("per partition (time ranges disjoint)"),
+        "{plan}"
+    );
+    // A fifth of day 1, day 2, a fifth of day 3: one file and two by bytes,
+    // but 0.2 and 1.2 of a day by the rows read, which whole files cannot
+    // balance; the byte ranges DataFusion draws (and `row_group_balance`
+    // redraws) can.
+    let sql = window(DAY * 9 / 5, DAY * 16 / 5);
+    let plan = explained_plan(&ctx, &sql).await;
+    assert!(
+        plan.contains("fallback=hash aggregate when groups are many"),
+        "{plan}"
+    );
+    // (The rows are out of order within a day: the scan reads the three
+    // files whole, 6,000 rows each, and a file per partition would read
+    // 6,000 and 12,000. Partitions run one after the other here, so
+    // DataFusion's work stealing would hand every file to the first.)
+    ctx.tsjoin_sql("SET datafusion.execution.enable_file_stream_work_stealing = false")
+        .await
+        .unwrap();
+    let read = scan_partition_rows(&ctx, &sql).await;
+    let most = read.iter().max().copied().unwrap_or(0);
+    assert!(most * 3 < read.iter().sum::<usize>() * 2, "{read:?}");
+}
+
+#[tokio::test]
 async fn files_the_where_rules_out_are_not_planned() {
     let (ctx, _dir) = six_days(Layout::Disjoint).await;
     let sql = format!(
