@@ -257,12 +257,17 @@ fn describes(expr: &Arc<dyn PhysicalExpr>, file_schema: &Schema) -> bool {
 /// over the width of the file's range (values taken as uniform). DataFusion's
 /// own `selectivity` is not used: it counts representable values, which for
 /// floats crowd near zero (`a > 1.0` over `[-25, 25]` came out below 1%).
-/// 1 where the analysis fails or a range is unbounded.
+/// 1 where the analysis fails, a range is unbounded or the statistics are
+/// not one per column of `table`.
 pub(crate) fn passing_share(
     predicate: &Arc<dyn PhysicalExpr>,
     table: &SchemaRef,
     statistics: &[ColumnStatistics],
 ) -> f64 {
+    // The analysis indexes the statistics by the table's columns.
+    if statistics.len() != table.fields().len() {
+        return 1.0;
+    }
     let Ok(before) = AnalysisContext::try_from_statistics(table, statistics) else {
         return 1.0;
     };

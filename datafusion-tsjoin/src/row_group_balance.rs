@@ -357,6 +357,8 @@ fn split(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
 
     fn file(rows: &[u64]) -> Vec<RowGroup> {
         rows.iter()
@@ -392,13 +394,8 @@ mod tests {
     /// share plus one row group.
     #[test]
     fn every_row_group_starts_in_one_span() {
-        let mut seed = 7u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut next = |n: u64| rng.random_range(0..n);
         for _ in 0..300 {
             let files = 1 + next(4) as usize;
             let groups: Vec<Vec<RowGroup>> = (0..files)

@@ -10,8 +10,6 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::arrow::util::display::array_value_to_string;
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::file::properties::WriterProperties;
 use datafusion_tsjoin::TsJoinContextExt;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -50,13 +48,7 @@ fn write_file(path: &std::path::Path, rows: &[Row], row_group: usize) {
         ],
     )
     .unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(row_group))
-        .build();
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = ArrowWriter::try_new(file, schema, Some(props)).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    crate::support::write_parquet(path, &batch, row_group);
 }
 
 /// QuestDB's rows for `bounds` of an input of `size` rows, or `None` for its

@@ -10,8 +10,6 @@ use datafusion::arrow::array::{
     Float64Array, Int64Array, RecordBatch, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
@@ -46,13 +44,7 @@ fn write_file(path: &std::path::Path, rows: &[Row], row_group: usize) {
         ],
     )
     .unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(row_group))
-        .build();
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = ArrowWriter::try_new(file, schema, Some(props)).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    crate::support::write_parquet(path, &batch, row_group);
 }
 
 /// A metric of the plan's `NewestFirstTopKExec`.

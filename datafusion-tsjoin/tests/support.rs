@@ -4,6 +4,8 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::logical_expr::LogicalPlan;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_tsjoin::TsJoinContextExt;
@@ -320,4 +322,16 @@ pub fn limited_context_with(bytes: usize, config: SessionConfig) -> SessionConte
         .with_tsjoin()
         .build();
     SessionContext::new_with_state(state)
+}
+
+/// Writes `batch` to a Parquet file at `path` in row groups of at most
+/// `rows_per_group` rows.
+pub fn write_parquet(path: &std::path::Path, batch: &RecordBatch, rows_per_group: usize) {
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(rows_per_group))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
 }

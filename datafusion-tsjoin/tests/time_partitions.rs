@@ -6,7 +6,9 @@
 //! overlapping or NULL timestamps in some cases, 1–4 partitions), and what
 //! EXPLAIN shows.
 
-use crate::support::{cells, context, explained_plan, physical_plan, register_dir};
+use crate::support::{
+    cells, context, explained_plan, physical_plan, register_dir, write_parquet,
+};
 use datafusion::arrow::array::{
     Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
@@ -14,8 +16,6 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::datasource::source::DataSourceExec;
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -91,14 +91,11 @@ fn write_files(dir: &Path, rng: &mut StdRng, files: usize, rows: usize, layout: 
             ],
         )
         .unwrap();
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(rng.random_range(500..4000)))
-            .build();
-        let file =
-            std::fs::File::create(dir.join(format!("day{day:02}.parquet"))).unwrap();
-        let mut w = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        write_parquet(
+            &dir.join(format!("day{day:02}.parquet")),
+            &batch,
+            rng.random_range(500..4000),
+        );
     }
 }
 
@@ -369,14 +366,7 @@ fn write_sorted_file(path: &Path, rng: &mut StdRng, groups: usize, per_group: us
         ],
     )
     .unwrap();
-    let props = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(per_group))
-        .build();
-    let mut writer =
-        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props))
-            .unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    write_parquet(path, &batch, per_group);
 }
 
 /// The scans (`DataSourceExec`) of `sql`'s physical plan.

@@ -420,7 +420,7 @@ async fn start(
     let partitions = input.output_partitioning().partition_count();
     let (fallback, probes) = match template.filter(|_| work.is_none()) {
         Some(t) => {
-            let task_rows = task_rows(input, estimate(&rows), partitions);
+            let task_rows = task_rows(input, rows.get_value().copied(), partitions);
             let (f, probes) = Fallback::new(t, Arc::clone(input.properties()), task_rows);
             (Some(f), probes)
         }
@@ -773,14 +773,6 @@ fn emit(
         .collect())
 }
 
-/// A row count, exact or estimated.
-fn estimate(rows: &Precision<usize>) -> Option<usize> {
-    match rows {
-        Precision::Exact(n) | Precision::Inexact(n) => Some(*n),
-        Precision::Absent => None,
-    }
-}
-
 /// The rows each of the `partitions` partitions of `input` is expected to
 /// hold (an estimate is enough for the fallback's tests): the partition's
 /// own statistics, else its share of the input's `total`. (Parquet byte
@@ -800,7 +792,7 @@ fn task_rows(
                     &StatisticsArgs::new().with_partition(Some(p)),
                 )
                 .ok()
-                .and_then(|s| estimate(&s.num_rows))
+                .and_then(|s| s.num_rows.get_value().copied())
                 .or(share)
         })
         .collect()

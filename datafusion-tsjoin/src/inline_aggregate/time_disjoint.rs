@@ -320,9 +320,7 @@ fn read_weights<'a>(
     files
         .map(|file| {
             let share = match (&on_time, file.statistics.as_deref()) {
-                (Some(p), Some(stats))
-                    if stats.column_statistics.len() == table.fields().len() =>
-                {
+                (Some(p), Some(stats)) => {
                     passing_share(p, table, &stats.column_statistics)
                 }
                 _ => 1.0,
