@@ -261,6 +261,22 @@ async fn explain_shows_keys_direction_tolerance_and_path() {
     assert!(text.contains("path=index"), "{text}");
 }
 
+/// The join emits only the columns the query reads (an embedded
+/// projection): none at all for a bare `count(*)`, whose rows still count.
+#[tokio::test]
+async fn emits_only_the_columns_read() {
+    let ctx = context(2);
+    tables(&ctx).await;
+    let sql = "SELECT p.bid, t.price FROM t ASOF JOIN p ON (sym) ORDER BY t.price";
+    let text = explained_plan(&ctx, sql).await;
+    assert!(text.contains("projection=[bid@5, price@2]"), "{text}");
+    assert_eq!(query_rows(&ctx, sql).await, [["1", "10"], ["3", "20"]]);
+    let sql = "SELECT count(*) FROM t ASOF JOIN p ON (sym)";
+    let text = explained_plan(&ctx, sql).await;
+    assert!(text.contains("projection=[]"), "{text}");
+    assert_eq!(query_rows(&ctx, sql).await, [["2"]]);
+}
+
 #[tokio::test]
 async fn select_star_renames_duplicated_right_columns() {
     let ctx = context(1);
@@ -296,7 +312,9 @@ async fn plans_round_trip_through_proto() {
     let want = query_rows(&ctx, sql).await;
     assert_eq!(want, [["10", "1"], ["20", "3"]]);
     let back = assert_round_trips(&ctx, sql, "AsofJoinExec").await;
-    assert!(operator_line(&back, "AsofJoinExec").contains("tolerance=2m"));
+    let line = operator_line(&back, "AsofJoinExec");
+    assert!(line.contains("tolerance=2m"), "{line}");
+    assert!(line.contains("projection=[price@2, bid@5]"), "{line}");
     let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
     assert_eq!(got, want);
 }

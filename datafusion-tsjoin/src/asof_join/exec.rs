@@ -7,10 +7,14 @@ use crate::temporal::{JoinDistribution, KeyedRight, TemporalDistribution};
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, internal_err, plan_err};
+use datafusion::common::{Result, internal_err, plan_err, project_schema};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::projection::ProjectionMapping;
 use datafusion::physical_plan::execution_plan::InvariantLevel;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::projection::{
+    EmbeddedProjection, ProjectionExec, try_embed_projection,
+};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements,
     PhysicalExpr, PlanProperties, SendableRecordBatchStream, apply_expression_roots,
@@ -27,7 +31,11 @@ use std::sync::Arc;
 /// merge that keeps the latest right row per key; other batches, and the
 /// forward directions, by binary search in a per-key index built on first
 /// need. Output: left columns then right columns, one row per left row, in
-/// left order; partitioning and ordering are the left input's.
+/// left order; partitioning and ordering are the left input's. An embedded
+/// projection (see [`with_projection`](Self::with_projection), placed by
+/// DataFusion's projection push-down) keeps only some of these columns:
+/// the right columns it drops are never gathered, nor copied into the
+/// timeline.
 ///
 /// In [`JoinDistribution::Partitioned`] mode (see
 /// [`with_distribution`](Self::with_distribution)) both inputs are
@@ -38,6 +46,11 @@ pub struct AsofJoinExec {
     left: Arc<dyn ExecutionPlan>,
     right: Arc<dyn ExecutionPlan>,
     spec: Arc<AsofJoinSpec>,
+    /// Left columns then right columns: the output before `projection`.
+    join_schema: SchemaRef,
+    /// Indices into `join_schema` of the columns emitted; `None`: all.
+    projection: Option<Arc<[usize]>>,
+    /// What the operator emits: `join_schema` under `projection`.
     schema: SchemaRef,
     /// The mode, hash keys and the built right side: one slot when
     /// broadcast, one per partition when partitioned.
@@ -84,6 +97,8 @@ impl AsofJoinExec {
             left,
             right,
             spec,
+            join_schema: Arc::clone(&schema),
+            projection: None,
             schema,
             distribution: TemporalDistribution::broadcast(|_| Arc::default()),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -108,8 +123,100 @@ impl AsofJoinExec {
             TemporalDistribution::new(distribution, &self.left, &[right], |_| {
                 Arc::default()
             })?;
-        self.cache = Arc::new(self.distribution.properties(&self.left, &self.schema));
+        self.cache =
+            Arc::new(self.distribution.properties(&self.left, &self.join_schema));
+        self.schema = Arc::clone(&self.join_schema);
+        let projection = self.projection.take();
+        self.projected(projection)
+    }
+
+    /// The operator emitting only the columns `projection` names (indices
+    /// into its current output; `None` keeps them as they are). The rows
+    /// are the same: one per left row, even with no column.
+    ///
+    /// ```ignore
+    /// // Only the right side's third column (of 2 left + 3 right columns).
+    /// let exec = exec.with_projection(Some(vec![4]))?;
+    /// ```
+    pub fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
+        let Some(projection) = projection else {
+            return self.rebuilt(self.projection.clone());
+        };
+        let width = self.schema.fields().len();
+        if let Some(bad) = projection.iter().find(|&&i| i >= width) {
+            return plan_err!(
+                "AsofJoinExec: projection index {bad} out of range (the output has {width} columns)"
+            );
+        }
+        // Indices into the current output become indices into the join's.
+        let combined: Arc<[usize]> = match &self.projection {
+            Some(current) => projection.iter().map(|&i| current[i]).collect(),
+            None => projection.into(),
+        };
+        self.rebuilt(Some(combined))
+    }
+
+    /// The embedded projection: indices into the join's full output (left
+    /// columns, then right columns).
+    pub fn projection(&self) -> Option<&[usize]> {
+        self.projection.as_deref()
+    }
+
+    /// A fresh operator over the same inputs, spec and distribution (no
+    /// state carried) with `projection`.
+    fn rebuilt(&self, projection: Option<Arc<[usize]>>) -> Result<Self> {
+        Self::try_new(
+            Arc::clone(&self.left),
+            Arc::clone(&self.right),
+            Arc::clone(&self.spec),
+        )?
+        .with_distribution(self.distribution())?
+        .projected(projection)
+    }
+
+    /// Applies `projection` (indices into the full output) to the schema
+    /// and the plan properties.
+    fn projected(mut self, projection: Option<Arc<[usize]>>) -> Result<Self> {
+        let Some(projection) = projection else {
+            return Ok(self);
+        };
+        let mapping = ProjectionMapping::from_indices(&projection, &self.join_schema)?;
+        let schema = project_schema(&self.join_schema, Some(&projection.to_vec()))?;
+        let props = self.distribution.properties(&self.left, &self.join_schema);
+        let partitioning = props
+            .output_partitioning()
+            .project(&mapping, props.equivalence_properties());
+        let eq = props
+            .equivalence_properties()
+            .project(&mapping, Arc::clone(&schema));
+        self.cache = Arc::new(PlanProperties::new(
+            eq,
+            partitioning,
+            props.emission_type,
+            props.boundedness,
+        ));
+        self.schema = schema;
+        self.projection = Some(projection);
         Ok(self)
+    }
+
+    /// The right columns the output reads (indices into the right schema),
+    /// in order; every one without a projection.
+    fn right_columns(&self) -> Vec<usize> {
+        let left = self.left.schema().fields().len();
+        match &self.projection {
+            None => (0..self.right.schema().fields().len()).collect(),
+            Some(p) => {
+                let mut cols: Vec<usize> = p
+                    .iter()
+                    .filter(|&&i| i >= left)
+                    .map(|&i| i - left)
+                    .collect();
+                cols.sort_unstable();
+                cols.dedup();
+                cols
+            }
+        }
     }
 
     /// The mode this operator runs in.
@@ -166,7 +273,17 @@ impl DisplayAs for AsofJoinExec {
                     s.matching,
                     self.path(),
                     self.distribution().as_str()
-                )
+                )?;
+                match &self.projection {
+                    Some(p) => {
+                        let names: Vec<String> = p
+                            .iter()
+                            .map(|&i| format!("{}@{i}", self.join_schema.field(i).name()))
+                            .collect();
+                        write!(f, ", projection=[{}]", names.join(", "))
+                    }
+                    None => Ok(()),
+                }
             }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "on=[{}]", on.join(", "))?;
@@ -225,20 +342,21 @@ impl ExecutionPlan for AsofJoinExec {
         };
         Ok(Arc::new(
             Self::try_new(left, right, Arc::clone(&self.spec))?
-                .with_distribution(self.distribution())?,
+                .with_distribution(self.distribution())?
+                .projected(self.projection.clone())?,
         ))
     }
 
     /// A new instance whose timeline is built again on the next execution.
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(Arc::new(
-            Self::try_new(
-                Arc::clone(&self.left),
-                Arc::clone(&self.right),
-                Arc::clone(&self.spec),
-            )?
-            .with_distribution(self.distribution())?,
-        ))
+        Ok(Arc::new(self.rebuilt(self.projection.clone())?))
+    }
+
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+        try_embed_projection(projection, self)
     }
 
     fn execute(
@@ -257,6 +375,8 @@ impl ExecutionPlan for AsofJoinExec {
             right: rights.remove(0),
             spec: Arc::clone(&self.spec),
             schema: Arc::clone(&self.schema),
+            projection: self.projection.clone(),
+            right_columns: self.right_columns(),
             shared: Arc::clone(shared),
             metrics: AsofJoinMetrics::new(&self.metrics, partition),
             context,
@@ -265,6 +385,12 @@ impl ExecutionPlan for AsofJoinExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+impl EmbeddedProjection for AsofJoinExec {
+    fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
+        AsofJoinExec::with_projection(self, projection)
     }
 }
 

@@ -60,6 +60,12 @@ struct AsofExecProto {
     /// mode existed.
     #[prost(bool, tag = "9")]
     partitioned: bool,
+    /// The embedded projection (indices into the join's full output), when
+    /// `projected`; plans encoded before it existed emit every column.
+    #[prost(uint32, repeated, tag = "10")]
+    projection: Vec<u32>,
+    #[prost(bool, tag = "11")]
+    projected: bool,
 }
 
 fn err(what: &str) -> DataFusionError {
@@ -146,6 +152,13 @@ pub(crate) fn encode_exec(
         tolerance,
         tolerance_unit,
         partitioned: exec.distribution().encode(),
+        projection: exec
+            .projection()
+            .unwrap_or_default()
+            .iter()
+            .map(|&i| i as u32)
+            .collect(),
+        projected: exec.projection().is_some(),
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -192,6 +205,10 @@ pub(crate) fn decode_exec(
     };
     Ok(Arc::new(
         AsofJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec))?
-            .with_distribution(JoinDistribution::decode(msg.partitioned))?,
+            .with_distribution(JoinDistribution::decode(msg.partitioned))?
+            .with_projection(
+                msg.projected
+                    .then(|| msg.projection.iter().map(|&i| i as usize).collect()),
+            )?,
     ))
 }

@@ -10,8 +10,8 @@ use crate::temporal::{
     record_join_time, tick_array,
 };
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, UInt32Array,
-    new_null_array,
+    Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, RecordBatchOptions,
+    UInt32Array, new_null_array,
 };
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::take;
@@ -33,6 +33,11 @@ pub(super) struct StreamArgs {
     pub right: Arc<dyn ExecutionPlan>,
     pub spec: Arc<AsofJoinSpec>,
     pub schema: SchemaRef,
+    /// Indices into the join's full output (left columns, then right) of
+    /// the columns emitted; `None`: all.
+    pub projection: Option<Arc<[usize]>>,
+    /// The right columns the output reads: the timeline keeps only these.
+    pub right_columns: Vec<usize>,
     pub shared: Arc<SharedState>,
     pub metrics: AsofJoinMetrics,
     pub context: Arc<TaskContext>,
@@ -41,6 +46,7 @@ pub(super) struct StreamArgs {
 /// Drains every right partition (in parallel tasks) into a [`Timeline`].
 async fn build(
     right: Arc<dyn ExecutionPlan>,
+    right_columns: Vec<usize>,
     spec: &AsofJoinSpec,
     context: Arc<TaskContext>,
     metrics: &AsofJoinMetrics,
@@ -52,6 +58,7 @@ async fn build(
         &spec.right_keys,
         &spec.right_ts,
         spec.scale.right_factor(),
+        Some(right_columns),
         context,
     )
     .await?;
@@ -70,6 +77,8 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
         right,
         spec,
         schema,
+        projection,
+        right_columns,
         shared,
         metrics,
         context,
@@ -78,13 +87,14 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
     let output = metrics.baseline.clone();
     let stream = stream::once(async move {
         let built = shared
-            .get_or_build(|| build(right, &spec, context, &metrics))
+            .get_or_build(|| build(right, right_columns, &spec, context, &metrics))
             .await?;
         let mut joiner = Joiner {
             cursor: MergeCursor::new(&built.timeline, spec.matching.strict),
             built,
             spec,
             schema: out_schema,
+            projection,
             metrics,
         };
         Ok::<_, DataFusionError>(left.map(move |b| joiner.join(b?)))
@@ -100,6 +110,7 @@ struct Joiner {
     cursor: MergeCursor,
     spec: Arc<AsofJoinSpec>,
     schema: SchemaRef,
+    projection: Option<Arc<[usize]>>,
     metrics: AsofJoinMetrics,
 }
 
@@ -211,14 +222,29 @@ impl Joiner {
         let nulls = NullBuffer::new(valid.finish());
         let none = nulls.null_count() == n;
         let indices = UInt32Array::new(rows.into(), Some(nulls));
-        let mut columns = left.columns().to_vec();
-        for c in tl.batch.columns() {
-            columns.push(if tl.batch.num_rows() == 0 || none {
+        let width = left.num_columns();
+        let column = |i: usize| -> Result<ArrayRef> {
+            if i < width {
+                return Ok(Arc::clone(left.column(i)));
+            }
+            let c = tl.batch.column(i - width);
+            Ok(if tl.batch.num_rows() == 0 || none {
                 new_null_array(c.data_type(), n)
             } else {
                 take(c.as_ref(), &indices, None)?
-            });
-        }
-        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+            })
+        };
+        let columns = match &self.projection {
+            Some(p) => p.iter().map(|&i| column(i)).collect::<Result<Vec<_>>>()?,
+            None => (0..width + tl.batch.num_columns())
+                .map(column)
+                .collect::<Result<_>>()?,
+        };
+        let options = RecordBatchOptions::new().with_row_count(Some(n));
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            columns,
+            &options,
+        )?)
     }
 }

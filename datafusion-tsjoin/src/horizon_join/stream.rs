@@ -50,6 +50,7 @@ pub(super) struct StreamArgs {
 
 async fn build_all(
     rights: Vec<Arc<dyn ExecutionPlan>>,
+    columns: &OutputColumns,
     spec: &HorizonJoinSpec,
     context: Arc<TaskContext>,
     metrics: &HorizonJoinMetrics,
@@ -64,6 +65,7 @@ async fn build_all(
                 &r.right_keys,
                 &r.right_ts,
                 r.scale.right_factor(),
+                Some(columns.right_columns(j)),
                 Arc::clone(&context),
             )
             .await?,
@@ -93,7 +95,9 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
     let output = metrics.baseline.clone();
     let stream = stream::once(async move {
         let built = shared
-            .get_or_build(|| build_all(rights, &spec, Arc::clone(&context), &metrics))
+            .get_or_build(|| {
+                build_all(rights, &columns, &spec, Arc::clone(&context), &metrics)
+            })
             .await?;
         let mut joiner = Joiner::try_new(
             built, spec, offsets, out_schema, columns, metrics, &context,
@@ -170,6 +174,21 @@ impl OutputColumns {
         self.sources
             .iter()
             .any(|s| matches!(s, Source::Right(t, _) if *t == j))
+    }
+
+    /// The columns of right table `j` that are emitted, in order.
+    fn right_columns(&self, j: usize) -> Vec<usize> {
+        let mut cols: Vec<usize> = self
+            .sources
+            .iter()
+            .filter_map(|s| match *s {
+                Source::Right(t, i) if t == j => Some(i),
+                _ => None,
+            })
+            .collect();
+        cols.sort_unstable();
+        cols.dedup();
+        cols
     }
 }
 

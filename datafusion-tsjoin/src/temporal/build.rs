@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 /// A right side, built once per execution, with the memory it holds.
 ///
 /// ```ignore
-/// let built = BuiltTimeline::build("HorizonJoinExec[right 0]", right, &keys, &ts, 1, ctx).await?;
+/// let built = BuiltTimeline::build("HorizonJoinExec[right 0]", right, &keys, &ts, 1, None, ctx).await?;
 /// built.ensure_index()?; // before a binary-search lookup
 /// ```
 pub(crate) struct BuiltTimeline {
@@ -42,6 +42,7 @@ pub(crate) async fn build_timeline(
     factor: i64,
     turn: Option<Turn>,
     batches: Vec<RecordBatch>,
+    keep: Option<Vec<usize>>,
 ) -> Result<Timeline> {
     let gate = PhaseGate::new(turn);
     let (keys, ts) = (keys.to_vec(), Arc::clone(ts));
@@ -53,6 +54,7 @@ pub(crate) async fn build_timeline(
             ts: &ts,
             factor,
             gate: &gate,
+            keep: keep.as_deref(),
         };
         Timeline::try_new(how, &batches)
     })
@@ -71,6 +73,7 @@ impl BuiltTimeline {
         keys: &[Arc<dyn PhysicalExpr>],
         ts: &Arc<dyn PhysicalExpr>,
         factor: i64,
+        keep: Option<Vec<usize>>,
         context: Arc<TaskContext>,
     ) -> Result<Self> {
         let reservation = MemoryConsumer::new(name).register(context.memory_pool());
@@ -88,7 +91,7 @@ impl BuiltTimeline {
         let bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
         reservation.try_grow(bytes + rows * 16)?;
         let timeline =
-            build_timeline(right.schema(), keys, ts, factor, turn, batches).await?;
+            build_timeline(right.schema(), keys, ts, factor, turn, batches, keep).await?;
         reservation
             .resize(timeline.batch.get_array_memory_size() + timeline.extra_bytes());
         Ok(Self {
@@ -170,7 +173,7 @@ where
 /// with an empty one.
 ///
 /// ```ignore
-/// let built = shared.get_or_build(|| BuiltTimeline::build(name, right, &keys, &ts, 1, ctx)).await?;
+/// let built = shared.get_or_build(|| BuiltTimeline::build(name, right, &keys, &ts, 1, None, ctx)).await?;
 /// ```
 pub(crate) struct SharedBuild<T> {
     built: OnceCell<Arc<T>>,

@@ -5,9 +5,12 @@
 use super::time::{array_is_non_decreasing, tick_array};
 use crate::priority::{PhaseGate, ROWS_PER_PAUSE};
 use crate::window_join::KeyIndex;
-use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
-use datafusion::arrow::compute::{cast, concat_batches, take};
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions,
+    new_empty_array, new_null_array,
+};
+use datafusion::arrow::compute::{cast, concat, concat_batches, interleave};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::common::{Result, exec_err, internal_err};
 use datafusion::physical_plan::PhysicalExpr;
 use std::sync::{Arc, OnceLock};
@@ -24,6 +27,11 @@ pub(crate) struct TimelineBuild<'a> {
     pub factor: i64,
     /// Where the build pauses for a query of higher priority.
     pub gate: &'a PhaseGate,
+    /// The columns (indices into `schema`) the timeline's batch keeps;
+    /// `None`: all. The others become all-NULL columns of type `Null`
+    /// (nothing reads them), so the right rows' keys and times, and the
+    /// columns a join does not emit, are never copied.
+    pub keep: Option<&'a [usize]>,
 }
 
 /// The right rows of a temporal join, time-ordered.
@@ -91,14 +99,13 @@ pub(crate) fn key_arrays(
 /// partitions hold time ranges out of order), that order of the batches;
 /// `None` when the input order is already it or no such order exists.
 /// Saves a sort of the whole right side.
-fn run_order(how: &TimelineBuild, batches: &[RecordBatch]) -> Result<Option<Vec<usize>>> {
+fn run_order(ticks: &[Int64Array]) -> Option<Vec<usize>> {
     // (first time, last time, input position) of each batch with a time.
-    let mut runs = Vec::with_capacity(batches.len());
+    let mut runs = Vec::with_capacity(ticks.len());
     let mut untimed = vec![];
-    for (i, b) in batches.iter().enumerate() {
-        let ts = tick_array(&how.ts.evaluate(b)?.into_array(b.num_rows())?, how.factor)?;
-        if !array_is_non_decreasing(&ts) {
-            return Ok(None);
+    for (i, ts) in ticks.iter().enumerate() {
+        if !array_is_non_decreasing(ts) {
+            return None;
         }
         let mut timed = ts.iter().flatten();
         match timed.next() {
@@ -114,53 +121,79 @@ fn run_order(how: &TimelineBuild, batches: &[RecordBatch]) -> Result<Option<Vec<
             .all(|w| w[0].1 < w[1].0 || (w[0].1 == w[1].0 && w[0].2 < w[1].2))
     };
     if in_order(&runs) {
-        return Ok(None);
+        return None;
     }
     runs.sort_unstable_by_key(|&(first, _, i)| (first, i));
     if !in_order(&runs) {
-        return Ok(None);
+        return None;
     }
     // Batches without a time have no place in time order: last.
-    Ok(Some(runs.iter().map(|r| r.2).chain(untimed).collect()))
+    Some(runs.iter().map(|r| r.2).chain(untimed).collect())
 }
 
 /// Rows each thread gets at least before [`intern_rows`] uses another.
 const ROWS_PER_INTERN_THREAD: usize = 1 << 20;
 
-/// Each of the `n` rows' key group in `index` (empty on entry), ids in
-/// order of first appearance, on `threads` threads (at least one). The rows
-/// are cut into contiguous shares. The calling thread interns the first
-/// share straight into `index`; each other share is interned on a thread of
-/// its own into an index of its own, noting the row where each of its
-/// groups first appears. Those rows' keys are then interned into `index`
-/// share by share, in order, which hands out the ids a single pass over all
-/// rows would (a share's new keys in the order they first appear), and each
-/// share's ids are mapped to them. Pauses at `gate` every
-/// [`ROWS_PER_PAUSE`] rows.
+/// Each row's key group in `index` (empty on entry), ids in order of
+/// first appearance: the rows are those of `chunks` in order (each chunk
+/// one batch's key arrays, `n` rows in all), interned on `threads` threads
+/// (at least one). The chunks are cut into contiguous shares of about equal
+/// rows. The calling thread interns the first share straight into `index`;
+/// each other share is interned on a thread of its own into an index of its
+/// own, noting the row where each of its groups first appears. Those rows'
+/// keys are then interned into `index` share by share, in order, which
+/// hands out the ids a single pass over all rows would (a share's new keys
+/// in the order they first appear), and each share's ids are mapped to
+/// them. Pauses at `gate` every [`ROWS_PER_PAUSE`] rows.
 fn intern_rows(
     index: &mut KeyIndex,
-    arrays: &[ArrayRef],
+    chunks: &[Vec<ArrayRef>],
     n: usize,
     threads: usize,
     gate: &PhaseGate,
 ) -> Result<Vec<u32>> {
-    let share = n.div_ceil(threads.max(1)).max(1);
+    let rows = |c: &Vec<ArrayRef>| c.first().map_or(0, |a| a.len());
+    // Shares: (first chunk, chunks, rows), whole chunks of about n / threads rows.
+    let target = n.div_ceil(threads.max(1)).max(1);
+    let mut shares: Vec<(usize, usize, usize)> = vec![];
+    let (mut first, mut taken) = (0, 0);
+    for (c, chunk) in chunks.iter().enumerate() {
+        taken += rows(chunk);
+        if taken >= target || c + 1 == chunks.len() {
+            shares.push((first, c + 1 - first, taken));
+            (first, taken) = (c + 1, 0);
+        }
+    }
     let mut ids = vec![0u32; n];
-    let (first, rest) = ids.split_at_mut(share.min(n));
-    let locals = (0..rest.len().div_ceil(share))
+    let mut outs: Vec<&mut [u32]> = vec![];
+    let mut rest = ids.as_mut_slice();
+    for &(_, _, len) in &shares {
+        let (out, tail) = rest.split_at_mut(len);
+        outs.push(out);
+        rest = tail;
+    }
+    let mut outs = outs.into_iter();
+    let own_out = outs.next();
+    let locals = (1..shares.len())
         .map(|_| index.empty_like())
         .collect::<Result<Vec<_>>>()?;
-    let firsts: Vec<Result<Vec<u32>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = rest
-            .chunks_mut(share)
+    let firsts: Vec<Result<Vec<(usize, usize)>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = shares
+            .iter()
+            .skip(1)
+            .zip(outs)
             .zip(locals)
-            .enumerate()
-            .map(|(c, (out, mut local))| {
-                let start = (c + 1) * share;
-                scope.spawn(move || intern_share(&mut local, arrays, start, out, gate))
+            .map(|((&(c, len, _), out), mut local)| {
+                let chunks = &chunks[c..c + len];
+                scope.spawn(move || intern_share(&mut local, chunks, out, gate))
             })
             .collect();
-        let own = intern_share(index, arrays, 0, first, gate).map(|_| vec![]);
+        let own = match (shares.first(), own_out) {
+            (Some(&(c, len, _)), Some(out)) => {
+                intern_share(index, &chunks[c..c + len], out, gate).map(|_| vec![])
+            }
+            _ => Ok(vec![]),
+        };
         std::iter::once(own)
             .chain(handles.into_iter().map(|h| {
                 h.join().unwrap_or_else(|_| {
@@ -171,51 +204,96 @@ fn intern_rows(
     });
     let mut firsts = firsts.into_iter();
     firsts.next().transpose()?;
-    for (c, firsts) in firsts.enumerate() {
-        let rows = UInt32Array::from(firsts?);
-        let keys = arrays
-            .iter()
-            .map(|a| take(a.as_ref(), &rows, None))
+    let mut start = shares.first().map_or(0, |s| s.2);
+    for (&(c, len, share_rows), firsts) in shares.iter().skip(1).zip(firsts) {
+        let firsts = firsts?;
+        let share = &chunks[c..c + len];
+        let keys = (0..share[0].len())
+            .map(|k| {
+                let arrays: Vec<&dyn Array> =
+                    share.iter().map(|a| a[k].as_ref()).collect();
+                interleave(&arrays, &firsts)
+            })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let global = index.intern(&keys)?;
-        let start = (c + 1) * share;
-        for id in &mut ids[start..(start + share).min(n)] {
+        for id in &mut ids[start..start + share_rows] {
             *id = global[*id as usize];
         }
+        start += share_rows;
     }
     Ok(ids)
 }
 
-/// Interns rows `start..start + out.len()` into `index`, their ids into
-/// `out`; returns the rows where the ids new to `index` first appear, in id
-/// order.
+/// Interns the rows of `chunks` (in order) into `index`, their ids into
+/// `out`; returns where the ids new to `index` first appear (chunk, row),
+/// in id order.
 fn intern_share(
     index: &mut KeyIndex,
-    arrays: &[ArrayRef],
-    start: usize,
+    chunks: &[Vec<ArrayRef>],
     out: &mut [u32],
     gate: &PhaseGate,
-) -> Result<Vec<u32>> {
+) -> Result<Vec<(usize, usize)>> {
     let known = index.len();
-    let mut firsts: Vec<u32> = vec![];
-    for from in (0..out.len()).step_by(ROWS_PER_PAUSE) {
-        gate.check()?;
-        let len = ROWS_PER_PAUSE.min(out.len() - from);
-        let chunk: Vec<ArrayRef> =
-            arrays.iter().map(|a| a.slice(start + from, len)).collect();
-        let before = index.len();
-        let g = index.intern(&chunk)?;
-        if index.len() > before {
-            // Ids are dense in order of first appearance.
-            for (r, &id) in g.iter().enumerate() {
-                if id as usize == known + firsts.len() {
-                    firsts.push((start + from + r) as u32);
+    let mut firsts: Vec<(usize, usize)> = vec![];
+    let mut at = 0;
+    for (c, arrays) in chunks.iter().enumerate() {
+        let rows = arrays.first().map_or(0, |a| a.len());
+        for from in (0..rows).step_by(ROWS_PER_PAUSE) {
+            gate.check()?;
+            let len = ROWS_PER_PAUSE.min(rows - from);
+            let chunk: Vec<ArrayRef> =
+                arrays.iter().map(|a| a.slice(from, len)).collect();
+            let before = index.len();
+            let g = index.intern(&chunk)?;
+            if index.len() > before {
+                // Ids are dense in order of first appearance.
+                for (r, &id) in g.iter().enumerate() {
+                    if id as usize == known + firsts.len() {
+                        firsts.push((c, from + r));
+                    }
                 }
             }
+            out[at..at + len].copy_from_slice(&g);
+            at += len;
         }
-        out[from..from + len].copy_from_slice(&g);
     }
     Ok(firsts)
+}
+
+/// The rows of `batches` in order, one batch: the columns `keep` names
+/// (all when `None`) concatenated, every other column all-NULL of type
+/// `Null` (no buffer).
+fn kept_batch(
+    schema: &SchemaRef,
+    batches: &[&RecordBatch],
+    keep: Option<&[usize]>,
+    n: usize,
+) -> Result<RecordBatch> {
+    let Some(keep) = keep else {
+        return Ok(concat_batches(schema, batches.iter().copied())?);
+    };
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (i, field) in schema.fields().iter().enumerate() {
+        if keep.contains(&i) {
+            let parts: Vec<&dyn Array> =
+                batches.iter().map(|b| b.column(i).as_ref()).collect();
+            columns.push(if parts.is_empty() {
+                new_empty_array(field.data_type())
+            } else {
+                concat(&parts)?
+            });
+            fields.push(Arc::clone(field));
+        } else {
+            columns.push(new_null_array(&DataType::Null, n));
+            fields.push(Arc::new(Field::new(field.name(), DataType::Null, true)));
+        }
+    }
+    let schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    let options = RecordBatchOptions::new().with_row_count(Some(n));
+    Ok(RecordBatch::try_new_with_options(
+        schema, columns, &options,
+    )?)
 }
 
 impl Timeline {
@@ -224,13 +302,20 @@ impl Timeline {
     /// it pauses at `how.gate` between steps and chunks of rows.
     pub(crate) fn try_new(how: TimelineBuild, batches: &[RecordBatch]) -> Result<Self> {
         how.gate.check()?;
-        let batch = match run_order(&how, batches)? {
+        let mut ticks = batches
+            .iter()
+            .map(|b| {
+                tick_array(&how.ts.evaluate(b)?.into_array(b.num_rows())?, how.factor)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ordered: Vec<&RecordBatch> = match run_order(&ticks) {
             Some(order) => {
-                concat_batches(&how.schema, order.iter().map(|&i| &batches[i]))?
+                ticks = order.iter().map(|&i| ticks[i].clone()).collect();
+                order.iter().map(|&i| &batches[i]).collect()
             }
-            None => concat_batches(&how.schema, batches)?,
+            None => batches.iter().collect(),
         };
-        let n = batch.num_rows();
+        let n: usize = ordered.iter().map(|b| b.num_rows()).sum();
         // Positions are u32, and the two highest values are markers
         // (cursor.rs's UNKNOWN and NONE).
         if n >= (u32::MAX - 1) as usize {
@@ -240,20 +325,38 @@ impl Timeline {
             );
         }
         how.gate.check()?;
-        let ts_array = how.ts.evaluate(&batch)?.into_array(n)?;
-        let ts = tick_array(&ts_array, how.factor)?;
+        let ts = match ticks.as_slice() {
+            [] => Int64Array::from(Vec::<i64>::new()),
+            [one] => one.clone(),
+            many => {
+                let parts: Vec<&dyn Array> =
+                    many.iter().map(|t| t as &dyn Array).collect();
+                concat(&parts)?.as_primitive::<Int64Type>().clone()
+            }
+        };
+        drop(ticks);
+        let batch = kept_batch(&how.schema, &ordered, how.keep, n)?;
         let (keys, groups_of_row, groups) = if how.keys.is_empty() {
             (None, vec![0u32; n], 1)
         } else {
-            let arrays = key_arrays(how.keys, &batch)?;
-            let types: Vec<DataType> =
-                arrays.iter().map(|a| a.data_type().clone()).collect();
+            let chunks = ordered
+                .iter()
+                .map(|b| key_arrays(how.keys, b))
+                .collect::<Result<Vec<_>>>()?;
+            let types: Vec<DataType> = match chunks.first() {
+                Some(c) => c.iter().map(|a| a.data_type().clone()).collect(),
+                None => how
+                    .keys
+                    .iter()
+                    .map(|k| k.data_type(&how.schema))
+                    .collect::<Result<_>>()?,
+            };
             let mut index = KeyIndex::try_new(&types)?;
             let threads = std::thread::available_parallelism()
                 .map_or(1, |p| p.get())
                 .min(n / ROWS_PER_INTERN_THREAD)
                 .max(1);
-            let g = intern_rows(&mut index, &arrays, n, threads, how.gate)?;
+            let g = intern_rows(&mut index, &chunks, n, threads, how.gate)?;
             let groups = index.len().max(1);
             (Some(index), g, groups)
         };
@@ -428,6 +531,7 @@ mod tests {
                 ts: &ts,
                 factor: 1,
                 gate: &PhaseGate::default(),
+                keep: None,
             },
             batches,
         )
@@ -468,11 +572,19 @@ mod tests {
             let types: Vec<DataType> =
                 arrays.iter().map(|a| a.data_type().clone()).collect();
             let gate = PhaseGate::default();
+            // The rows cut into batches of random sizes (empty ones too).
+            let mut chunks = vec![];
+            let mut at = 0;
+            while at < n || chunks.is_empty() {
+                let len = rng.random_range(0..=(n - at).min(90));
+                chunks.push(arrays.iter().map(|a| a.slice(at, len)).collect::<Vec<_>>());
+                at += len;
+            }
             let mut one = KeyIndex::try_new(&types).unwrap();
-            let want = intern_rows(&mut one, &arrays, n, 1, &gate).unwrap();
+            let want = intern_rows(&mut one, &chunks, n, 1, &gate).unwrap();
             for threads in 2..6 {
                 let mut many = KeyIndex::try_new(&types).unwrap();
-                let got = intern_rows(&mut many, &arrays, n, threads, &gate).unwrap();
+                let got = intern_rows(&mut many, &chunks, n, threads, &gate).unwrap();
                 assert_eq!(got, want, "case {case}, {threads} threads");
                 assert_eq!(many.len(), one.len());
                 let found: Vec<Option<u32>> = want.iter().map(|&g| Some(g)).collect();

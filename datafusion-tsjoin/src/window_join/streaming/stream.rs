@@ -117,6 +117,7 @@ async fn build(
         spec.scale.right_factor(),
         turn.clone(),
         batches,
+        None,
     )
     .await?;
     let batch = &timeline.batch;
