@@ -362,29 +362,35 @@ impl Timeline {
         };
         how.gate.check()?;
         let arrived_sorted = array_is_non_decreasing(&ts);
-        let (seq, seq_ts): (Vec<u32>, Vec<i64>) =
-            if arrived_sorted && ts.null_count() == 0 {
-                // The common case: every row, in input order.
-                ((0..n as u32).collect(), ts.values().to_vec())
-            } else if arrived_sorted {
-                ts.iter()
-                    .enumerate()
-                    .filter_map(|(i, t)| t.map(|t| (i as u32, t)))
-                    .unzip()
-            } else {
-                // Sorting (time, row) pairs directly rather than rows by an
-                // indirect key: no random read of the time per comparison.
-                // Rows are unique, so equal times keep input order.
-                let mut pairs: Vec<(i64, u32)> = ts
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, t)| t.map(|t| (t, i as u32)))
-                    .collect();
-                pairs.sort_unstable();
-                pairs.into_iter().map(|(t, i)| (i, t)).unzip()
-            };
-        how.gate.check()?;
         let identity = arrived_sorted && ts.null_count() == 0;
+        let (seq, seq_ts): (Vec<u32>, Vec<i64>) = if identity {
+            // The common case: every row, in input order; the times
+            // are taken over when nothing else holds them (a
+            // concatenation), not copied.
+            let (_, values, _) = ts.into_parts();
+            let times = values
+                .into_inner()
+                .into_vec::<i64>()
+                .unwrap_or_else(|shared| shared.typed_data::<i64>().to_vec());
+            ((0..n as u32).collect(), times)
+        } else if arrived_sorted {
+            ts.iter()
+                .enumerate()
+                .filter_map(|(i, t)| t.map(|t| (i as u32, t)))
+                .unzip()
+        } else {
+            // Sorting (time, row) pairs directly rather than rows by an
+            // indirect key: no random read of the time per comparison.
+            // Rows are unique, so equal times keep input order.
+            let mut pairs: Vec<(i64, u32)> = ts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| t.map(|t| (t, i as u32)))
+                .collect();
+            pairs.sort_unstable();
+            pairs.into_iter().map(|(t, i)| (i, t)).unzip()
+        };
+        how.gate.check()?;
         let seq_key: Vec<u32> = if identity {
             // Every row, in input order (`seq` is the identity).
             groups_of_row

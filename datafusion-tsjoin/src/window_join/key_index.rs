@@ -29,6 +29,8 @@ enum KeyKind {
     /// symbols and tags.
     Str {
         inline: HashMap<u128, u32>,
+        /// Views seen lately, in front of `inline` (see [`Recent`]).
+        recent: Recent,
         long: HashMap<Box<[u8]>, u32>,
         null: Option<u32>,
     },
@@ -42,6 +44,49 @@ enum KeyKind {
         converter: RowConverter,
         map: HashMap<Box<[u8]>, u32>,
     },
+}
+
+/// A direct-mapped cache of inline views and their ids in front of the
+/// hash map: one multiply, one load and one compare for a key met before,
+/// where the map hashes the view and probes a group. Keys of a join are
+/// few (symbols, tags), so nearly every row finds its slot holding its own
+/// key; a row whose slot holds another key asks the map and takes the slot
+/// over. Every entry is a key of the map with its id, so a hit is always
+/// the map's answer.
+struct Recent {
+    /// `(view, id + 1)`; 0 marks an empty slot.
+    slots: Box<[(u128, u32)]>,
+}
+
+/// Slots of [`Recent`] (a power of two): twice the keys of a typical join
+/// side (a thousand symbols) in a few tens of KB.
+const RECENT_SLOTS: usize = 2048;
+
+impl Recent {
+    fn new() -> Self {
+        Self {
+            slots: vec![(0, 0); RECENT_SLOTS].into_boxed_slice(),
+        }
+    }
+
+    #[inline]
+    fn slot(view: u128) -> usize {
+        let folded = (view as u64) ^ ((view >> 64) as u64);
+        (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
+    }
+
+    /// The id cached for `view`, if its slot holds it.
+    #[inline]
+    fn get(&self, view: u128) -> Option<u32> {
+        let (v, id) = self.slots[Self::slot(view)];
+        (id != 0 && v == view).then(|| id - 1)
+    }
+
+    #[inline]
+    fn put(&mut self, view: u128, id: u32) {
+        self.slots[Self::slot(view)] = (view, id + 1);
+    }
 }
 
 /// One string key value as [`KeyKind::Str`] hashes it.
@@ -168,6 +213,7 @@ impl KeyIndex {
         let kind = match types {
             [t] if is_string(t) => KeyKind::Str {
                 inline: HashMap::new(),
+                recent: Recent::new(),
                 long: HashMap::new(),
                 null: None,
             },
@@ -204,12 +250,19 @@ impl KeyIndex {
     pub(crate) fn intern(&mut self, keys: &[ArrayRef]) -> Result<Vec<u32>> {
         let groups = &mut self.groups;
         match &mut self.kind {
-            KeyKind::Str { inline, long, null } => {
+            KeyKind::Str {
+                inline,
+                recent,
+                long,
+                null,
+            } => {
                 Ok(str_groups(&keys[0], &mut |v| match v {
                     StrKey::Null => *null.get_or_insert_with(|| fresh(groups)),
-                    StrKey::Inline(view) => {
-                        *inline.entry(view).or_insert_with(|| fresh(groups))
-                    }
+                    StrKey::Inline(view) => recent.get(view).unwrap_or_else(|| {
+                        let id = *inline.entry(view).or_insert_with(|| fresh(groups));
+                        recent.put(view, id);
+                        id
+                    }),
                     // Borrowed lookup first: no allocation for known keys.
                     StrKey::Long(b) => match long.get(b) {
                         Some(&g) => g,
@@ -246,13 +299,18 @@ impl KeyIndex {
     /// Group id of each row's key, `None` when the right side has no such key.
     pub(crate) fn lookup(&self, keys: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         match &self.kind {
-            KeyKind::Str { inline, long, null } => {
-                Ok(str_groups(&keys[0], &mut |v| match v {
-                    StrKey::Null => *null,
-                    StrKey::Inline(view) => inline.get(&view).copied(),
-                    StrKey::Long(b) => long.get(b).copied(),
-                }))
-            }
+            KeyKind::Str {
+                inline,
+                recent,
+                long,
+                null,
+            } => Ok(str_groups(&keys[0], &mut |v| match v {
+                StrKey::Null => *null,
+                StrKey::Inline(view) => {
+                    recent.get(view).or_else(|| inline.get(&view).copied())
+                }
+                StrKey::Long(b) => long.get(b).copied(),
+            })),
             KeyKind::Int { map, null } => {
                 let ints = cast(&keys[0], &DataType::Int64)?;
                 Ok(ints
@@ -268,5 +326,44 @@ impl KeyIndex {
                     .collect())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::StringViewArray;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::sync::Arc;
+
+    /// With far more keys than [`Recent`] has slots (so slots are taken
+    /// over again and again), interning hands out ids in order of first
+    /// appearance and lookups find them, as the hash map alone would.
+    #[test]
+    fn recent_views_agree_with_the_map_under_collisions() {
+        let mut rng = StdRng::seed_from_u64(17);
+        let keys: Vec<String> = (0..10_000).map(|i| format!("k{i}")).collect();
+        let mut index = KeyIndex::try_new(&[DataType::Utf8View]).unwrap();
+        let mut first: std::collections::HashMap<String, u32> = Default::default();
+        for _ in 0..20 {
+            let rows: Vec<Option<&str>> = (0..5_000)
+                .map(|_| {
+                    let k = rng.random_range(0..=keys.len());
+                    keys.get(k).map(String::as_str)
+                })
+                .collect();
+            let array: ArrayRef = Arc::new(StringViewArray::from(rows.clone()));
+            let ids = index.intern(std::slice::from_ref(&array)).unwrap();
+            for (row, id) in rows.iter().zip(&ids) {
+                let key = row.map_or("<null>".to_string(), str::to_string);
+                let next = first.len() as u32;
+                assert_eq!(*first.entry(key).or_insert(next), *id);
+            }
+            let found = index.lookup(std::slice::from_ref(&array)).unwrap();
+            assert_eq!(found, ids.iter().map(|&g| Some(g)).collect::<Vec<_>>());
+        }
+        let unknown: ArrayRef = Arc::new(StringViewArray::from(vec!["zz", "k99999"]));
+        assert_eq!(index.lookup(&[unknown]).unwrap(), [None, None]);
     }
 }
