@@ -93,19 +93,32 @@ pub(crate) fn key_arrays(
         .collect()
 }
 
-/// When every batch is time-ordered within and the batches, ordered by
-/// their first time, form one time-ordered sequence without changing the
-/// order of equal times (a partitioned scan of time-ordered files whose
-/// partitions hold time ranges out of order), that order of the batches;
-/// `None` when the input order is already it or no such order exists.
-/// Saves a sort of the whole right side.
-fn run_order(ticks: &[Int64Array]) -> Option<Vec<usize>> {
+/// How the right batches' times stand (see [`run_order`]); NULL times
+/// are skipped throughout.
+enum RunOrder {
+    /// Concatenated as they came, the times do not decrease.
+    InOrder,
+    /// Concatenated in this order of the batches, the times do not
+    /// decrease (and equal times keep their input order).
+    Reorder(Vec<usize>),
+    /// No order of whole batches makes the times non-decreasing.
+    Unordered,
+}
+
+/// Whether the batches (their times in `ticks`) are in time order as they
+/// came or, when every batch is time-ordered within and the batches,
+/// ordered by their first time, form one time-ordered sequence without
+/// changing the order of equal times (a partitioned scan of time-ordered
+/// files whose partitions hold time ranges out of order), that order of
+/// the batches. Saves a sort of the whole right side, and a second pass
+/// over the times to learn whether they arrived sorted.
+fn run_order(ticks: &[Int64Array]) -> RunOrder {
     // (first time, last time, input position) of each batch with a time.
     let mut runs = Vec::with_capacity(ticks.len());
     let mut untimed = vec![];
     for (i, ts) in ticks.iter().enumerate() {
         if !array_is_non_decreasing(ts) {
-            return None;
+            return RunOrder::Unordered;
         }
         let mut timed = ts.iter().flatten();
         match timed.next() {
@@ -121,14 +134,14 @@ fn run_order(ticks: &[Int64Array]) -> Option<Vec<usize>> {
             .all(|w| w[0].1 < w[1].0 || (w[0].1 == w[1].0 && w[0].2 < w[1].2))
     };
     if in_order(&runs) {
-        return None;
+        return RunOrder::InOrder;
     }
     runs.sort_unstable_by_key(|&(first, _, i)| (first, i));
     if !in_order(&runs) {
-        return None;
+        return RunOrder::Unordered;
     }
     // Batches without a time have no place in time order: last.
-    Some(runs.iter().map(|r| r.2).chain(untimed).collect())
+    RunOrder::Reorder(runs.iter().map(|r| r.2).chain(untimed).collect())
 }
 
 /// Rows each thread gets at least before [`intern_rows`] uses another.
@@ -308,12 +321,14 @@ impl Timeline {
                 tick_array(&how.ts.evaluate(b)?.into_array(b.num_rows())?, how.factor)
             })
             .collect::<Result<Vec<_>>>()?;
-        let ordered: Vec<&RecordBatch> = match run_order(&ticks) {
-            Some(order) => {
+        let order = run_order(&ticks);
+        let arrived_sorted = !matches!(order, RunOrder::Unordered);
+        let ordered: Vec<&RecordBatch> = match order {
+            RunOrder::Reorder(order) => {
                 ticks = order.iter().map(|&i| ticks[i].clone()).collect();
                 order.iter().map(|&i| &batches[i]).collect()
             }
-            None => batches.iter().collect(),
+            RunOrder::InOrder | RunOrder::Unordered => batches.iter().collect(),
         };
         let n: usize = ordered.iter().map(|b| b.num_rows()).sum();
         // Positions are u32, and the two highest values are markers
@@ -361,7 +376,7 @@ impl Timeline {
             (Some(index), g, groups)
         };
         how.gate.check()?;
-        let arrived_sorted = array_is_non_decreasing(&ts);
+        debug_assert_eq!(arrived_sorted, array_is_non_decreasing(&ts));
         let identity = arrived_sorted && ts.null_count() == 0;
         let (seq, seq_ts): (Vec<u32>, Vec<i64>) = if identity {
             // The common case: every row, in input order; the times
