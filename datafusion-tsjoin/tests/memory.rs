@@ -23,8 +23,18 @@ async fn sorted_rows(
 /// distinct) under a limit the inline tables cannot fit in. DataFusion's
 /// aggregate answers by spilling; the inline aggregate hands over to it and
 /// gives the same answer.
+///
+/// With several partitions, DataFusion's final aggregate can itself run out
+/// under the greedy pool, depending on timing alone: a partition that
+/// starts last finds the others holding the whole pool and has nothing of
+/// its own to spill (seen once in six runs on a loaded 2-core machine, in
+/// the hand-over's run and possible in the plain one). Such a run must end
+/// in a clear `Resources exhausted` error that says the inline path handed
+/// over; it is recorded, not failed. One partition has no such race, so at
+/// least that case compares the answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_aggregate_with_many_groups_hands_over_under_a_small_limit() {
+    let mut compared = 0;
     for partitions in [1, 2, 4] {
         let ctx = limited(16 << 20, partitions);
         ctx.tsjoin_sql(
@@ -42,7 +52,16 @@ async fn inline_aggregate_with_many_groups_hands_over_under_a_small_limit() {
         let Some(want) = sorted_unless_stalled(&plain, &ctx, &what, true).await else {
             continue;
         };
-        let want = want.unwrap();
+        let want = match want {
+            Ok(want) => want,
+            Err(e) if partitions > 1 && exhausted(&e) => {
+                eprintln!(
+                    "{what}: DataFusion's aggregate ran out under the greedy pool: {e}"
+                );
+                continue;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        };
         ctx.tsjoin_sql("SET tsjoin.inline_aggregate = true")
             .await
             .unwrap();
@@ -56,15 +75,36 @@ async fn inline_aggregate_with_many_groups_hands_over_under_a_small_limit() {
         let Some(got) = sorted_unless_stalled(&plan, &ctx, &what, false).await else {
             continue;
         };
-        let got = got.unwrap();
-        assert_eq!(got.len(), 400_000);
-        assert!(got == want, "partitions {partitions}");
         // It did hand over: the inline tables did not fit.
         assert!(
             metric(&plan, "InlineAggregateExec", "fallback") > 0,
             "{partitions}"
         );
+        let got = match got {
+            Ok(got) => got,
+            Err(e) if partitions > 1 && exhausted(&e) => {
+                let message = e.to_string();
+                assert!(message.contains("spilling aggregate instead"), "{message}");
+                eprintln!(
+                    "{what}: DataFusion's aggregate ran out after the hand-over: {e}"
+                );
+                continue;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        };
+        assert_eq!(got.len(), 400_000);
+        assert!(got == want, "partitions {partitions}");
+        compared += 1;
     }
+    assert!(compared >= 1, "no partition count compared its answers");
+}
+
+/// Whether `e` is (or wraps) a `Resources exhausted` error.
+fn exhausted(e: &datafusion::error::DataFusionError) -> bool {
+    matches!(
+        e.find_root(),
+        datafusion::error::DataFusionError::ResourcesExhausted(_)
+    )
 }
 
 /// The sum of metric `name` over the nodes called `node` of an executed
