@@ -900,6 +900,29 @@ pub(crate) fn encode_message(msg: &impl Message, buf: &mut Vec<u8>) -> Result<()
     msg.encode(buf).map_err(proto_err)
 }
 
+/// An operator's embedded projection as its message holds it: the indices
+/// and whether there is one (an empty list alone cannot tell "no column"
+/// from "no projection").
+///
+/// ```ignore
+/// let (projection, projected) = encode_projection(exec.projection());
+/// ```
+pub(crate) fn encode_projection(projection: Option<&[usize]>) -> (Vec<u32>, bool) {
+    (
+        projection
+            .unwrap_or_default()
+            .iter()
+            .map(|&i| i as u32)
+            .collect(),
+        projection.is_some(),
+    )
+}
+
+/// The embedded projection [`encode_projection`] wrote.
+pub(crate) fn decode_projection(indices: &[u32], projected: bool) -> Option<Vec<usize>> {
+    projected.then(|| indices.iter().map(|&i| i as usize).collect())
+}
+
 /// Decodes a tsjoin operator's prost message `M` (its fields, after the tag).
 pub(crate) fn decode_message<M: Message + Default>(buf: &[u8]) -> Result<M> {
     M::decode(buf).map_err(proto_err)

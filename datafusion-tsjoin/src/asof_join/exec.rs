@@ -3,13 +3,15 @@
 use super::metrics::AsofJoinMetrics;
 use super::spec::{AsofDirection, AsofJoinSpec};
 use super::stream::{SharedState, StreamArgs, asof_join_stream};
-use crate::temporal::{JoinDistribution, KeyedRight, TemporalDistribution};
+use crate::temporal::{
+    JoinDistribution, KeyedRight, TemporalDistribution, combined_projection,
+    projected_properties, projection_text,
+};
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, internal_err, plan_err, project_schema};
+use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::projection::ProjectionMapping;
 use datafusion::physical_plan::execution_plan::InvariantLevel;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{
@@ -142,17 +144,12 @@ impl AsofJoinExec {
         let Some(projection) = projection else {
             return self.rebuilt(self.projection.clone());
         };
-        let width = self.schema.fields().len();
-        if let Some(bad) = projection.iter().find(|&&i| i >= width) {
-            return plan_err!(
-                "AsofJoinExec: projection index {bad} out of range (the output has {width} columns)"
-            );
-        }
-        // Indices into the current output become indices into the join's.
-        let combined: Arc<[usize]> = match &self.projection {
-            Some(current) => projection.iter().map(|&i| current[i]).collect(),
-            None => projection.into(),
-        };
+        let combined = combined_projection(
+            "AsofJoinExec",
+            self.projection.as_deref(),
+            projection,
+            self.schema.fields().len(),
+        )?;
         self.rebuilt(Some(combined))
     }
 
@@ -180,21 +177,10 @@ impl AsofJoinExec {
         let Some(projection) = projection else {
             return Ok(self);
         };
-        let mapping = ProjectionMapping::from_indices(&projection, &self.join_schema)?;
-        let schema = project_schema(&self.join_schema, Some(&projection.to_vec()))?;
-        let props = self.distribution.properties(&self.left, &self.join_schema);
-        let partitioning = props
-            .output_partitioning()
-            .project(&mapping, props.equivalence_properties());
-        let eq = props
-            .equivalence_properties()
-            .project(&mapping, Arc::clone(&schema));
-        self.cache = Arc::new(PlanProperties::new(
-            eq,
-            partitioning,
-            props.emission_type,
-            props.boundedness,
-        ));
+        let full = self.distribution.properties(&self.left, &self.join_schema);
+        let (schema, props) =
+            projected_properties(&full, &self.join_schema, &projection)?;
+        self.cache = Arc::new(props);
         self.schema = schema;
         self.projection = Some(projection);
         Ok(self)
@@ -275,13 +261,7 @@ impl DisplayAs for AsofJoinExec {
                     self.distribution().as_str()
                 )?;
                 match &self.projection {
-                    Some(p) => {
-                        let names: Vec<String> = p
-                            .iter()
-                            .map(|&i| format!("{}@{i}", self.join_schema.field(i).name()))
-                            .collect();
-                        write!(f, ", projection=[{}]", names.join(", "))
-                    }
+                    Some(p) => write!(f, ", {}", projection_text(&self.join_schema, p)),
                     None => Ok(()),
                 }
             }

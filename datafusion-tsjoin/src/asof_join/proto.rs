@@ -4,6 +4,7 @@
 use super::exec::AsofJoinExec;
 use super::logical::AsofJoinNode;
 use super::spec::{AsofJoinSpec, AsofMatch, Tolerance, ToleranceUnit};
+use crate::codec::{decode_projection, encode_projection};
 use crate::temporal::JoinDistribution;
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
@@ -142,6 +143,7 @@ pub(crate) fn encode_exec(
     let many =
         |v: &[Arc<dyn PhysicalExpr>]| v.iter().map(ser).collect::<Result<Vec<_>>>();
     let (tolerance, tolerance_unit) = tolerance_parts(s.tolerance);
+    let (projection, projected) = encode_projection(exec.projection());
     let msg = AsofExecProto {
         left_keys: many(&s.left_keys)?,
         right_keys: many(&s.right_keys)?,
@@ -152,13 +154,8 @@ pub(crate) fn encode_exec(
         tolerance,
         tolerance_unit,
         partitioned: exec.distribution().encode(),
-        projection: exec
-            .projection()
-            .unwrap_or_default()
-            .iter()
-            .map(|&i| i as u32)
-            .collect(),
-        projected: exec.projection().is_some(),
+        projection,
+        projected,
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -206,9 +203,6 @@ pub(crate) fn decode_exec(
     Ok(Arc::new(
         AsofJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec))?
             .with_distribution(JoinDistribution::decode(msg.partitioned))?
-            .with_projection(
-                msg.projected
-                    .then(|| msg.projection.iter().map(|&i| i as usize).collect()),
-            )?,
+            .with_projection(decode_projection(&msg.projection, msg.projected))?,
     ))
 }

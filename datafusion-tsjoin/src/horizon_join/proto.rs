@@ -6,6 +6,7 @@ use super::exec::HorizonJoinExec;
 use super::fold::OffsetFold;
 use super::logical::HorizonJoinNode;
 use super::spec::{HorizonJoinSpec, HorizonOffsets, HorizonRightSpec};
+use crate::codec::{decode_projection, encode_projection};
 use crate::temporal::JoinDistribution;
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
@@ -181,6 +182,7 @@ pub(crate) fn encode_exec(
     let many =
         |v: &[Arc<dyn PhysicalExpr>]| v.iter().map(ser).collect::<Result<Vec<_>>>();
     let (range, offsets) = offsets_parts(&s.offsets);
+    let (projection, projected) = encode_projection(exec.projection());
     let msg = HorizonExecProto {
         left_ts: Some(ser(&s.left_ts)?),
         rights: s
@@ -199,13 +201,8 @@ pub(crate) fn encode_exec(
         offsets,
         alias: exec.alias().to_string(),
         partitioned: exec.distribution().encode(),
-        projection: exec
-            .projection()
-            .unwrap_or_default()
-            .iter()
-            .map(|&i| i as u32)
-            .collect(),
-        projected: exec.projection().is_some(),
+        projection,
+        projected,
         fold: match exec.fold() {
             Some(f) => encode_fold(f, codec)?,
             None => vec![],
@@ -279,10 +276,7 @@ pub(crate) fn decode_exec(
             msg.alias,
         )?
         .with_distribution(JoinDistribution::decode(msg.partitioned))?
-        .with_projection(
-            msg.projected
-                .then(|| msg.projection.iter().map(|&i| i as usize).collect()),
-        )?
+        .with_projection(decode_projection(&msg.projection, msg.projected))?
         .with_fold(if msg.fold.is_empty() {
             None
         } else {

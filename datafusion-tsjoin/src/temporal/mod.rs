@@ -29,7 +29,10 @@ pub use distribution::{DistributionSetting, JoinDistribution};
 pub(crate) use distribution::{KeyedRight, TemporalDistribution};
 pub(crate) use finger::{Fingers, NO_ROW};
 pub(crate) use metrics::record_join_time;
-pub(crate) use plan::{left_preserving_properties, ordered_by};
+pub(crate) use plan::{
+    combined_projection, left_preserving_properties, ordered_by, projected_properties,
+    projection_text,
+};
 pub(crate) use time::{array_is_non_decreasing, tick_array};
 // Row-by-row forms, kept for the temporal joins that read times as options.
 #[allow(unused_imports)]

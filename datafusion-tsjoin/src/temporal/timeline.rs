@@ -542,6 +542,10 @@ mod tests {
     }
 
     fn timeline(batches: &[RecordBatch]) -> Timeline {
+        timeline_keeping(batches, None)
+    }
+
+    fn timeline_keeping(batches: &[RecordBatch], keep: Option<&[usize]>) -> Timeline {
         let schema = batches[0].schema();
         let ts: Arc<dyn PhysicalExpr> = Arc::new(Column::new("ts", 0));
         let keys: Vec<Arc<dyn PhysicalExpr>> = vec![Arc::new(Column::new("k", 1))];
@@ -552,11 +556,47 @@ mod tests {
                 ts: &ts,
                 factor: 1,
                 gate: &PhaseGate::default(),
-                keep: None,
+                keep,
             },
             batches,
         )
         .unwrap()
+    }
+
+    /// A timeline that keeps only some columns copies those (in time
+    /// order, as the whole batch would hold them) and leaves the others
+    /// all-NULL; its order, times and key groups are the full one's.
+    #[test]
+    fn kept_columns_are_copied_and_the_rest_left_null() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                false,
+            ),
+            Field::new("k", DataType::Int64, false),
+        ]));
+        let batches = [
+            batch(&schema, &[5, 6], &[2, 1]),
+            batch(&schema, &[1, 2, 3], &[1, 1, 3]),
+        ];
+        let full = timeline(&batches);
+        let kept = timeline_keeping(&batches, Some(&[1]));
+        assert_eq!(kept.batch.num_rows(), 5);
+        assert_eq!(kept.batch.column(0).data_type(), &DataType::Null);
+        assert_eq!(kept.batch.column(1), full.batch.column(1));
+        assert_eq!(
+            (&kept.seq, &kept.seq_ts, &kept.seq_key),
+            (&full.seq, &full.seq_ts, &full.seq_key)
+        );
+        let none = timeline_keeping(&batches, Some(&[]));
+        assert!(
+            none.batch
+                .columns()
+                .iter()
+                .all(|c| c.logical_null_count() == 5)
+        );
+        assert_eq!(none.groups, full.groups);
     }
 
     /// Interning on several threads gives every row the id one thread
