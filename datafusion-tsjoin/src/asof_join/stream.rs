@@ -187,7 +187,7 @@ impl Joiner {
                 if !looks.value(i) {
                     continue;
                 }
-                let found = match self.cursor.get(tl, g) {
+                let found = match self.cursor.get(g) {
                     Found::Row(r, rt) => Some((r, rt)),
                     Found::Nothing => None,
                     Found::AskIndex => {

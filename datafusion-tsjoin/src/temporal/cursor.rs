@@ -14,6 +14,31 @@ const UNKNOWN: u32 = u32::MAX - 1;
 /// the whole right side.
 const WARM_UP_PER_GROUP: usize = 64;
 
+/// A key group's latest right row: `row` is the row (into the timeline's
+/// batch) or one of the markers [`NONE`] and [`UNKNOWN`].
+#[derive(Debug, Clone, Copy)]
+struct Latest {
+    row: u32,
+    ts: i64,
+}
+
+impl Latest {
+    const NONE: Self = Self { row: NONE, ts: 0 };
+    const UNKNOWN: Self = Self {
+        row: UNKNOWN,
+        ts: 0,
+    };
+
+    /// `seq` entry `k` of `tl`.
+    #[inline]
+    fn at(tl: &Timeline, k: usize) -> Self {
+        Self {
+            row: tl.seq_row(k),
+            ts: tl.seq_ts[k],
+        }
+    }
+}
+
 /// What a backward lookup found for one left row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Found {
@@ -40,7 +65,10 @@ pub(crate) enum Found {
 /// ```
 pub(crate) struct MergeCursor {
     pos: usize,
-    last: Vec<u32>,
+    /// Per key group, its latest row so far, with the row's time: a
+    /// lookup reads this one small array, not the timeline's rows and
+    /// times at a position that may be far back (a cache miss each).
+    last: Vec<Latest>,
     strict: bool,
     /// Left time of the last advance (`None` before the start).
     time: Option<i64>,
@@ -51,7 +79,7 @@ impl MergeCursor {
     pub(crate) fn new(timeline: &Timeline, strict: bool) -> Self {
         Self {
             pos: 0,
-            last: vec![NONE; timeline.groups],
+            last: vec![Latest::NONE; timeline.groups],
             strict,
             time: None,
         }
@@ -67,14 +95,6 @@ impl MergeCursor {
         self.time.is_some()
     }
 
-    fn passes(&self, right: i64, left: i64) -> bool {
-        if self.strict {
-            right < left
-        } else {
-            right <= left
-        }
-    }
-
     /// Positions the cursor for a first left time `t`: binary search, then a
     /// bounded warm-up backwards that fills each group's latest row.
     pub(crate) fn start(&mut self, tl: &Timeline, t: i64) {
@@ -83,7 +103,7 @@ impl MergeCursor {
             .seq_ts
             .partition_point(|&x| if strict { x < t } else { x <= t });
         self.time = Some(t);
-        self.last.fill(NONE);
+        self.last.fill(Latest::NONE);
         if self.pos == 0 {
             return;
         }
@@ -97,8 +117,8 @@ impl MergeCursor {
         while k > stop && missing > 0 {
             k -= 1;
             let g = tl.seq_key[k] as usize;
-            if self.last[g] == NONE {
-                self.last[g] = k as u32;
+            if self.last[g].row == NONE {
+                self.last[g] = Latest::at(tl, k);
                 missing -= 1;
             }
         }
@@ -106,8 +126,8 @@ impl MergeCursor {
             // Groups not met: empty before the start when their first row
             // is not before it, else only the per-key index knows.
             for (l, &first) in self.last.iter_mut().zip(&tl.first_seq) {
-                if *l == NONE && (first as usize) < pos {
-                    *l = UNKNOWN;
+                if l.row == NONE && (first as usize) < pos {
+                    *l = Latest::UNKNOWN;
                 }
             }
         }
@@ -117,20 +137,64 @@ impl MergeCursor {
     #[inline]
     pub(crate) fn advance(&mut self, tl: &Timeline, t: i64) {
         debug_assert!(self.accepts(t));
-        while self.pos < tl.seq_ts.len() && self.passes(tl.seq_ts[self.pos], t) {
-            self.last[tl.seq_key[self.pos] as usize] = self.pos as u32;
-            self.pos += 1;
-        }
+        // The strictness is resolved once per call, and the position kept
+        // in a local: this loop runs once per right row.
+        self.pos = if self.strict {
+            pass(tl, &mut self.last, self.pos, |rt| rt < t)
+        } else {
+            pass(tl, &mut self.last, self.pos, |rt| rt <= t)
+        };
         self.time = Some(t);
     }
 
     /// The latest right row of group `g` at the current time.
     #[inline]
-    pub(crate) fn get(&self, tl: &Timeline, g: u32) -> Found {
+    pub(crate) fn get(&self, g: u32) -> Found {
         match self.last[g as usize] {
-            NONE => Found::Nothing,
-            UNKNOWN => Found::AskIndex,
-            k => Found::Row(tl.seq[k as usize], tl.seq_ts[k as usize]),
+            Latest { row: NONE, .. } => Found::Nothing,
+            Latest { row: UNKNOWN, .. } => Found::AskIndex,
+            Latest { row, ts } => Found::Row(row, ts),
         }
     }
+}
+
+/// Records each `seq` entry of `tl` from `pos` on whose time `passes` as
+/// its group's latest row; returns the first position that does not pass.
+#[inline]
+fn pass(
+    tl: &Timeline,
+    last: &mut [Latest],
+    pos: usize,
+    passes: impl Fn(i64) -> bool,
+) -> usize {
+    match tl.seq_rows() {
+        None => pass_rows(tl, last, pos, passes, |k| k as u32),
+        Some(rows) => {
+            let rows = &rows[..tl.seq_ts.len()];
+            pass_rows(tl, last, pos, passes, |k| rows[k])
+        }
+    }
+}
+
+/// [`pass`] with `row(k)` the row of entry `k` (one loop per way of
+/// finding it, so the common identity reads no vector of rows).
+#[inline]
+fn pass_rows(
+    tl: &Timeline,
+    last: &mut [Latest],
+    mut pos: usize,
+    passes: impl Fn(i64) -> bool,
+    row: impl Fn(usize) -> u32,
+) -> usize {
+    let (ts, keys) = (&tl.seq_ts[..], &tl.seq_key[..]);
+    // Equal lengths (one entry per timed row) let the bounds checks go.
+    let n = ts.len().min(keys.len());
+    while pos < n && passes(ts[pos]) {
+        last[keys[pos] as usize] = Latest {
+            row: row(pos),
+            ts: ts[pos],
+        };
+        pos += 1;
+    }
+    pos
 }

@@ -43,8 +43,10 @@ pub(crate) struct TimelineBuild<'a> {
 pub(crate) struct Timeline {
     /// Right rows, all columns, in input order.
     pub batch: RecordBatch,
-    /// Rows (into `batch`) that have a time, in time order.
-    pub seq: Vec<u32>,
+    /// Rows (into `batch`) that have a time, in time order; `None` when
+    /// that is every row in input order (the common case: no vector of
+    /// positions is built, filled or read). See [`Self::seq_row`].
+    seq: Option<Vec<u32>>,
     /// Time of each `seq` entry, in common ticks.
     pub seq_ts: Vec<i64>,
     /// Key group of each `seq` entry.
@@ -309,6 +311,82 @@ fn kept_batch(
     )?)
 }
 
+/// Right rows from which [`Timeline::try_new`] copies the times and kept
+/// columns on a thread of its own (a thread costs more than small copies).
+const ROWS_TO_COPY_ASIDE: usize = 1 << 17;
+
+/// The times of every batch, one array.
+fn concat_times(ticks: Vec<Int64Array>) -> Result<Int64Array> {
+    Ok(match ticks.as_slice() {
+        [] => Int64Array::from(Vec::<i64>::new()),
+        [one] => one.clone(),
+        many => {
+            let parts: Vec<&dyn Array> = many.iter().map(|t| t as &dyn Array).collect();
+            concat(&parts)?.as_primitive::<Int64Type>().clone()
+        }
+    })
+}
+
+/// The key index of `ordered`'s rows (`None` without keys), each row's
+/// group and the number of groups (at least 1).
+fn key_groups(
+    how: &TimelineBuild,
+    ordered: &[&RecordBatch],
+    n: usize,
+) -> Result<(Option<KeyIndex>, Vec<u32>, usize)> {
+    if how.keys.is_empty() {
+        return Ok((None, vec![0u32; n], 1));
+    }
+    let chunks = ordered
+        .iter()
+        .map(|b| key_arrays(how.keys, b))
+        .collect::<Result<Vec<_>>>()?;
+    let types: Vec<DataType> = match chunks.first() {
+        Some(c) => c.iter().map(|a| a.data_type().clone()).collect(),
+        None => how
+            .keys
+            .iter()
+            .map(|k| k.data_type(&how.schema))
+            .collect::<Result<_>>()?,
+    };
+    let mut index = KeyIndex::try_new(&types)?;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(n / ROWS_PER_INTERN_THREAD)
+        .max(1);
+    let g = intern_rows(&mut index, &chunks, n, threads, how.gate)?;
+    let groups = index.len().max(1);
+    Ok((Some(index), g, groups))
+}
+
+/// Per group (`groups` of them), its first position in `keys`
+/// (`u32::MAX` when it has none).
+fn first_positions(keys: &[u32], groups: usize) -> Vec<u32> {
+    let mut first = vec![u32::MAX; groups];
+    for (k, &g) in keys.iter().enumerate().rev() {
+        first[g as usize] = k as u32;
+    }
+    first
+}
+
+/// [`first_positions`] where group ids were handed out in order of first
+/// appearance in `keys` (0 first, then 1, ...): one forward scan that
+/// stops once every group has been met, no random writes.
+fn first_positions_of_dense(keys: &[u32], groups: usize) -> Vec<u32> {
+    let mut first = vec![u32::MAX; groups];
+    let mut next = 0;
+    for (k, &g) in keys.iter().enumerate() {
+        if next == groups {
+            break;
+        }
+        if g as usize == next {
+            first[next] = k as u32;
+            next += 1;
+        }
+    }
+    first
+}
+
 impl Timeline {
     /// Builds the timeline from the right input's batches.
     /// CPU work of a whole right side: run it on a blocking thread, where
@@ -340,45 +418,32 @@ impl Timeline {
             );
         }
         how.gate.check()?;
-        let ts = match ticks.as_slice() {
-            [] => Int64Array::from(Vec::<i64>::new()),
-            [one] => one.clone(),
-            many => {
-                let parts: Vec<&dyn Array> =
-                    many.iter().map(|t| t as &dyn Array).collect();
-                concat(&parts)?.as_primitive::<Int64Type>().clone()
-            }
+        let schema = &how.schema;
+        let keep = how.keep;
+        let ordered = &ordered;
+        let copy = move || -> Result<(Int64Array, RecordBatch)> {
+            Ok((concat_times(ticks)?, kept_batch(schema, ordered, keep, n)?))
         };
-        drop(ticks);
-        let batch = kept_batch(&how.schema, &ordered, how.keep, n)?;
-        let (keys, groups_of_row, groups) = if how.keys.is_empty() {
-            (None, vec![0u32; n], 1)
+        let ((ts, batch), (keys, groups_of_row, groups)) = if n >= ROWS_TO_COPY_ASIDE {
+            // The copies (times, kept columns) are memory-bound, the
+            // interning compute-bound: on a thread of their own they fill
+            // the time the interning leaves a core idle (its merge of the
+            // shares runs on one thread).
+            std::thread::scope(|scope| -> Result<_> {
+                let copied = scope.spawn(copy);
+                let interned = key_groups(&how, ordered, n);
+                let copied = copied.join().unwrap_or_else(|_| {
+                    internal_err!("copying the right side: a thread panicked")
+                });
+                Ok((copied?, interned?))
+            })?
         } else {
-            let chunks = ordered
-                .iter()
-                .map(|b| key_arrays(how.keys, b))
-                .collect::<Result<Vec<_>>>()?;
-            let types: Vec<DataType> = match chunks.first() {
-                Some(c) => c.iter().map(|a| a.data_type().clone()).collect(),
-                None => how
-                    .keys
-                    .iter()
-                    .map(|k| k.data_type(&how.schema))
-                    .collect::<Result<_>>()?,
-            };
-            let mut index = KeyIndex::try_new(&types)?;
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |p| p.get())
-                .min(n / ROWS_PER_INTERN_THREAD)
-                .max(1);
-            let g = intern_rows(&mut index, &chunks, n, threads, how.gate)?;
-            let groups = index.len().max(1);
-            (Some(index), g, groups)
+            (copy()?, key_groups(&how, ordered, n)?)
         };
         how.gate.check()?;
         debug_assert_eq!(arrived_sorted, array_is_non_decreasing(&ts));
         let identity = arrived_sorted && ts.null_count() == 0;
-        let (seq, seq_ts): (Vec<u32>, Vec<i64>) = if identity {
+        let (seq, seq_ts): (Option<Vec<u32>>, Vec<i64>) = if identity {
             // The common case: every row, in input order; the times
             // are taken over when nothing else holds them (a
             // concatenation), not copied.
@@ -387,12 +452,14 @@ impl Timeline {
                 .into_inner()
                 .into_vec::<i64>()
                 .unwrap_or_else(|shared| shared.typed_data::<i64>().to_vec());
-            ((0..n as u32).collect(), times)
+            (None, times)
         } else if arrived_sorted {
-            ts.iter()
+            let (seq, times) = ts
+                .iter()
                 .enumerate()
                 .filter_map(|(i, t)| t.map(|t| (i as u32, t)))
-                .unzip()
+                .unzip();
+            (Some(seq), times)
         } else {
             // Sorting (time, row) pairs directly rather than rows by an
             // indirect key: no random read of the time per comparison.
@@ -403,19 +470,22 @@ impl Timeline {
                 .filter_map(|(i, t)| t.map(|t| (t, i as u32)))
                 .collect();
             pairs.sort_unstable();
-            pairs.into_iter().map(|(t, i)| (i, t)).unzip()
+            let (seq, times) = pairs.into_iter().map(|(t, i)| (i, t)).unzip();
+            (Some(seq), times)
         };
         how.gate.check()?;
-        let seq_key: Vec<u32> = if identity {
-            // Every row, in input order (`seq` is the identity).
-            groups_of_row
-        } else {
-            seq.iter().map(|&i| groups_of_row[i as usize]).collect()
+        let seq_key: Vec<u32> = match &seq {
+            // Every row, in input order.
+            None => groups_of_row,
+            Some(seq) => seq.iter().map(|&i| groups_of_row[i as usize]).collect(),
         };
-        let mut first_seq = vec![u32::MAX; groups];
-        for (k, &g) in seq_key.iter().enumerate().rev() {
-            first_seq[g as usize] = k as u32;
-        }
+        let first_seq = if identity {
+            // Ids were handed out in order of first appearance in `seq`.
+            first_positions_of_dense(&seq_key, groups)
+        } else {
+            first_positions(&seq_key, groups)
+        };
+        debug_assert_eq!(first_seq, first_positions(&seq_key, groups));
         Ok(Self {
             batch,
             seq,
@@ -429,9 +499,23 @@ impl Timeline {
         })
     }
 
+    /// The row (into `batch`) of `seq` entry `k`.
+    #[inline]
+    pub(crate) fn seq_row(&self, k: usize) -> u32 {
+        match &self.seq {
+            None => k as u32,
+            Some(seq) => seq[k],
+        }
+    }
+
+    /// The rows of the `seq` entries; `None`: entry `k` is row `k`.
+    pub(crate) fn seq_rows(&self) -> Option<&[u32]> {
+        self.seq.as_deref()
+    }
+
     /// Bytes held beyond the batch (for the memory reservation).
     pub(crate) fn extra_bytes(&self) -> usize {
-        self.seq.capacity() * 4
+        self.seq.as_ref().map_or(0, |s| s.capacity() * 4)
             + self.seq_ts.capacity() * 8
             + self.seq_key.capacity() * 4
             + self.first_seq.capacity() * 4
@@ -439,7 +523,7 @@ impl Timeline {
 
     /// Bytes the per-key index would hold once built.
     pub(crate) fn index_bytes(&self) -> usize {
-        self.seq.len() * 12 + (self.groups + 1) * 8
+        self.seq_ts.len() * 12 + (self.groups + 1) * 8
     }
 
     /// Builds the per-key index now (callers reserve its memory first).
@@ -477,11 +561,11 @@ impl Timeline {
                 offsets[i + 1] += offsets[i];
             }
             let mut fill = offsets.clone();
-            let mut rows = vec![0u32; self.seq.len()];
-            let mut ts = vec![0i64; self.seq.len()];
+            let mut rows = vec![0u32; self.seq_ts.len()];
+            let mut ts = vec![0i64; self.seq_ts.len()];
             for (k, &g) in self.seq_key.iter().enumerate() {
                 let at = &mut fill[g as usize];
-                rows[*at] = self.seq[k];
+                rows[*at] = self.seq_row(k);
                 ts[*at] = self.seq_ts[k];
                 *at += 1;
             }
@@ -586,8 +670,8 @@ mod tests {
         assert_eq!(kept.batch.column(0).data_type(), &DataType::Null);
         assert_eq!(kept.batch.column(1), full.batch.column(1));
         assert_eq!(
-            (&kept.seq, &kept.seq_ts, &kept.seq_key),
-            (&full.seq, &full.seq_ts, &full.seq_key)
+            (kept.seq_rows(), &kept.seq_ts, &kept.seq_key),
+            (full.seq_rows(), &full.seq_ts, &full.seq_key)
         );
         let none = timeline_keeping(&batches, Some(&[]));
         assert!(
@@ -654,6 +738,34 @@ mod tests {
         }
     }
 
+    /// The forward scan for ids handed out in order of first appearance
+    /// finds what the general reverse scan finds.
+    #[test]
+    fn first_positions_of_dense_ids_match_the_general_scan() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(5);
+        for _ in 0..200 {
+            let n = rng.random_range(0..300);
+            let mut groups = 0u32;
+            let keys: Vec<u32> = (0..n)
+                .map(|_| {
+                    let g = rng.random_range(0..=groups);
+                    if g == groups {
+                        groups += 1;
+                    }
+                    g
+                })
+                .collect();
+            // Spare groups with no row stay `u32::MAX` in both.
+            let groups = groups as usize + rng.random_range(0..2);
+            assert_eq!(
+                first_positions_of_dense(&keys, groups),
+                first_positions(&keys, groups)
+            );
+        }
+    }
+
     #[test]
     fn ordered_runs_are_put_in_order_not_sorted() {
         let schema = Arc::new(Schema::new(vec![
@@ -671,6 +783,20 @@ mod tests {
         ]);
         assert!(tl.arrived_sorted);
         assert_eq!(tl.seq_ts, vec![1, 2, 3, 5, 6]);
+        // Whole batches put in order: the kept batch holds the rows in that
+        // order, so entry k is row k and no positions are stored.
+        assert_eq!(tl.seq_rows(), None);
+        assert_eq!(
+            tl.batch.column(1).as_primitive::<Int64Type>().values(),
+            &[1, 1, 3, 1, 2]
+        );
+        // Arrived in order: the same.
+        let tl = timeline(&[
+            batch(&schema, &[1, 2, 3], &[1, 1, 3]),
+            batch(&schema, &[5, 6], &[1, 2]),
+        ]);
+        assert_eq!(tl.seq_rows(), None);
+        assert_eq!(tl.seq_row(4), 4);
         // A tie across runs whose order would change: sorted instead, the
         // earlier input first among equal times.
         let tl = timeline(&[
@@ -679,7 +805,7 @@ mod tests {
         ]);
         assert!(!tl.arrived_sorted);
         assert_eq!(tl.seq_ts, vec![1, 3, 3, 6]);
-        assert_eq!(tl.seq, vec![2, 0, 3, 1]);
+        assert_eq!(tl.seq_rows(), Some(&[2, 0, 3, 1][..]));
         // Key groups (1 → 0, 2 → 1) follow `seq`, not the input rows.
         assert_eq!(tl.seq_key, vec![0, 0, 0, 1]);
     }
@@ -710,16 +836,16 @@ mod tests {
         // Within the budget (3 groups: 64 * 3 + 1024 entries) of the start.
         let mut c = MergeCursor::new(&tl, false);
         c.start(&tl, 1000);
-        assert_eq!(c.get(&tl, group(7)), Found::Nothing);
-        assert_eq!(c.get(&tl, group(5)), Found::Row(0, 0));
+        assert_eq!(c.get(group(7)), Found::Nothing);
+        assert_eq!(c.get(group(5)), Found::Row(0, 0));
         // Beyond it: key 7, not started, is known empty; key 5 is not.
         let mut c = MergeCursor::new(&tl, false);
         c.start(&tl, 1500);
-        assert_eq!(c.get(&tl, group(7)), Found::Nothing);
-        assert_eq!(c.get(&tl, group(5)), Found::AskIndex);
+        assert_eq!(c.get(group(7)), Found::Nothing);
+        assert_eq!(c.get(group(5)), Found::AskIndex);
         let mut c = MergeCursor::new(&tl, false);
         c.start(&tl, n - 1);
-        assert_eq!(c.get(&tl, group(5)), Found::AskIndex);
-        assert!(matches!(c.get(&tl, group(7)), Found::Row(..)));
+        assert_eq!(c.get(group(5)), Found::AskIndex);
+        assert!(matches!(c.get(group(7)), Found::Row(..)));
     }
 }

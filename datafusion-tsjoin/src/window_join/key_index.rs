@@ -28,9 +28,7 @@ enum KeyKind {
     /// integer hash instead of a byte-string hash, the common case for
     /// symbols and tags.
     Str {
-        inline: HashMap<u128, u32>,
-        /// Views seen lately, in front of `inline` (see [`Recent`]).
-        recent: Recent,
+        inline: ViewTable,
         long: HashMap<Box<[u8]>, u32>,
         null: Option<u32>,
     },
@@ -46,46 +44,91 @@ enum KeyKind {
     },
 }
 
-/// A direct-mapped cache of inline views and their ids in front of the
-/// hash map: one multiply, one load and one compare for a key met before,
-/// where the map hashes the view and probes a group. Keys of a join are
-/// few (symbols, tags), so nearly every row finds its slot holding its own
-/// key; a row whose slot holds another key asks the map and takes the slot
-/// over. Every entry is a key of the map with its id, so a hit is always
-/// the map's answer.
-struct Recent {
+/// Inline views (strings of up to 12 bytes, length and bytes in one
+/// `u128`) and their ids in an open-addressing table with linear probing,
+/// kept at most half full: a key met before costs one multiply-fold hash,
+/// one slot load and one compare, nearly always at its first slot. Join
+/// keys are few and short (symbols, tags) and every right row and every
+/// left row looks one up, so this replaces a general hash map, whose
+/// probe reads a control group and then a slot.
+struct ViewTable {
     /// `(view, id + 1)`; 0 marks an empty slot.
     slots: Box<[(u128, u32)]>,
+    /// Keys held.
+    len: usize,
 }
 
-/// Slots of [`Recent`] (a power of two): twice the keys of a typical join
-/// side (a thousand symbols) in a few tens of KB.
-const RECENT_SLOTS: usize = 2048;
+/// Slots a [`ViewTable`] starts with (a power of two).
+const VIEW_TABLE_SLOTS: usize = 1024;
 
-impl Recent {
+impl ViewTable {
     fn new() -> Self {
         Self {
-            slots: vec![(0, 0); RECENT_SLOTS].into_boxed_slice(),
+            slots: vec![(0, 0); VIEW_TABLE_SLOTS].into_boxed_slice(),
+            len: 0,
         }
     }
 
+    /// `view`'s first slot: both halves multiplied in, the top bits kept
+    /// (a power-of-two table).
     #[inline]
-    fn slot(view: u128) -> usize {
-        let folded = (view as u64) ^ ((view >> 64) as u64);
-        (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
+    fn home(&self, view: u128) -> usize {
+        const K1: u64 = 0x9E37_79B9_7F4A_7C15;
+        const K2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+        let h = ((view as u64).wrapping_mul(K1) ^ (view >> 64) as u64).wrapping_mul(K2);
+        (h >> (64 - self.slots.len().trailing_zeros())) as usize
     }
 
-    /// The id cached for `view`, if its slot holds it.
+    /// The id of `view`, if held.
     #[inline]
     fn get(&self, view: u128) -> Option<u32> {
-        let (v, id) = self.slots[Self::slot(view)];
-        (id != 0 && v == view).then(|| id - 1)
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(view);
+        loop {
+            let (v, id) = self.slots[i];
+            if id == 0 {
+                return None;
+            }
+            if v == view {
+                return Some(id - 1);
+            }
+            i = (i + 1) & mask;
+        }
     }
 
+    /// The id of `view`, handing it `fresh(groups)` when new.
     #[inline]
-    fn put(&mut self, view: u128, id: u32) {
-        self.slots[Self::slot(view)] = (view, id + 1);
+    fn intern(&mut self, view: u128, groups: &mut u32) -> u32 {
+        match self.get(view) {
+            Some(id) => id,
+            None => self.insert(view, fresh(groups)),
+        }
+    }
+
+    /// Adds `view` (not held) with `id`; returns `id`.
+    #[cold]
+    #[inline(never)]
+    fn insert(&mut self, view: u128, id: u32) -> u32 {
+        if 2 * (self.len + 1) > self.slots.len() {
+            let bigger = vec![(0, 0); 2 * self.slots.len()].into_boxed_slice();
+            let old = std::mem::replace(&mut self.slots, bigger);
+            for &(v, held) in old.iter().filter(|s| s.1 != 0) {
+                self.place(v, held);
+            }
+        }
+        self.place(view, id + 1);
+        self.len += 1;
+        id
+    }
+
+    /// Writes `(view, stored)` into the first free slot from `view`'s home.
+    fn place(&mut self, view: u128, stored: u32) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(view);
+        while self.slots[i].1 != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (view, stored);
     }
 }
 
@@ -212,8 +255,7 @@ impl KeyIndex {
     pub(crate) fn try_new(types: &[DataType]) -> Result<Self> {
         let kind = match types {
             [t] if is_string(t) => KeyKind::Str {
-                inline: HashMap::new(),
-                recent: Recent::new(),
+                inline: ViewTable::new(),
                 long: HashMap::new(),
                 null: None,
             },
@@ -250,19 +292,10 @@ impl KeyIndex {
     pub(crate) fn intern(&mut self, keys: &[ArrayRef]) -> Result<Vec<u32>> {
         let groups = &mut self.groups;
         match &mut self.kind {
-            KeyKind::Str {
-                inline,
-                recent,
-                long,
-                null,
-            } => {
+            KeyKind::Str { inline, long, null } => {
                 Ok(str_groups(&keys[0], &mut |v| match v {
                     StrKey::Null => *null.get_or_insert_with(|| fresh(groups)),
-                    StrKey::Inline(view) => recent.get(view).unwrap_or_else(|| {
-                        let id = *inline.entry(view).or_insert_with(|| fresh(groups));
-                        recent.put(view, id);
-                        id
-                    }),
+                    StrKey::Inline(view) => inline.intern(view, groups),
                     // Borrowed lookup first: no allocation for known keys.
                     StrKey::Long(b) => match long.get(b) {
                         Some(&g) => g,
@@ -299,18 +332,13 @@ impl KeyIndex {
     /// Group id of each row's key, `None` when the right side has no such key.
     pub(crate) fn lookup(&self, keys: &[ArrayRef]) -> Result<Vec<Option<u32>>> {
         match &self.kind {
-            KeyKind::Str {
-                inline,
-                recent,
-                long,
-                null,
-            } => Ok(str_groups(&keys[0], &mut |v| match v {
-                StrKey::Null => *null,
-                StrKey::Inline(view) => {
-                    recent.get(view).or_else(|| inline.get(&view).copied())
-                }
-                StrKey::Long(b) => long.get(b).copied(),
-            })),
+            KeyKind::Str { inline, long, null } => {
+                Ok(str_groups(&keys[0], &mut |v| match v {
+                    StrKey::Null => *null,
+                    StrKey::Inline(view) => inline.get(view),
+                    StrKey::Long(b) => long.get(b).copied(),
+                }))
+            }
             KeyKind::Int { map, null } => {
                 let ints = cast(&keys[0], &DataType::Int64)?;
                 Ok(ints
@@ -337,11 +365,11 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::sync::Arc;
 
-    /// With far more keys than [`Recent`] has slots (so slots are taken
-    /// over again and again), interning hands out ids in order of first
-    /// appearance and lookups find them, as the hash map alone would.
+    /// With far more keys than [`ViewTable`] starts with (so it grows
+    /// several times, keys moving slots), interning hands out ids in order
+    /// of first appearance and lookups find them, as a plain map would.
     #[test]
-    fn recent_views_agree_with_the_map_under_collisions() {
+    fn view_table_agrees_with_a_map_as_it_grows() {
         let mut rng = StdRng::seed_from_u64(17);
         let keys: Vec<String> = (0..10_000).map(|i| format!("k{i}")).collect();
         let mut index = KeyIndex::try_new(&[DataType::Utf8View]).unwrap();
@@ -365,5 +393,11 @@ mod tests {
         }
         let unknown: ArrayRef = Arc::new(StringViewArray::from(vec!["zz", "k99999"]));
         assert_eq!(index.lookup(&[unknown]).unwrap(), [None, None]);
+        // The empty string's view is all zeros: a key like any other.
+        let empty: ArrayRef = Arc::new(StringViewArray::from(vec!["", "k1", ""]));
+        let next = first.len() as u32;
+        let ids = index.intern(std::slice::from_ref(&empty)).unwrap();
+        assert_eq!((ids[0], ids[2]), (next, next));
+        assert_eq!(index.lookup(&[empty]).unwrap()[0], Some(next));
     }
 }

@@ -254,7 +254,7 @@ impl Walker {
         }
         let tl = &self.right.timeline;
         let prev = match &self.warm {
-            Some((cursor, start)) => match cursor.get(tl, g) {
+            Some((cursor, start)) => match cursor.get(g) {
                 Found::Row(row, _) => Some(row),
                 Found::Nothing => None,
                 Found::AskIndex => tl.lookup(g, *start, false, true).map(|(r, _)| r),
@@ -282,7 +282,11 @@ impl Walker {
         while self.pos < self.right.timeline.seq_ts.len() {
             let (t, row, g) = {
                 let tl = &self.right.timeline;
-                (tl.seq_ts[self.pos], tl.seq[self.pos], tl.seq_key[self.pos])
+                (
+                    tl.seq_ts[self.pos],
+                    tl.seq_row(self.pos),
+                    tl.seq_key[self.pos],
+                )
             };
             if t > end {
                 break;
