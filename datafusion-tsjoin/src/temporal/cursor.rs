@@ -51,8 +51,8 @@ pub(crate) enum Found {
 }
 
 /// Backward merge state over a [`Timeline`]: the position reached in time
-/// order and, per key group, the last `seq` entry passed (so a lookup is
-/// one array read). Left times must not decrease between calls to
+/// order and, per key group, the row and time of the last `seq` entry
+/// passed (so a lookup is one read of a small array). Left times must not decrease between calls to
 /// [`MergeCursor::advance`]; a task that starts in the middle of the left
 /// input begins with [`MergeCursor::start`], which binary-searches its
 /// right position and warms the per-key state from the rows just before.
