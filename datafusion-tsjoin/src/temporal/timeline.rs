@@ -481,11 +481,12 @@ impl Timeline {
         };
         let first_seq = if identity {
             // Ids were handed out in order of first appearance in `seq`.
-            first_positions_of_dense(&seq_key, groups)
+            let first = first_positions_of_dense(&seq_key, groups);
+            debug_assert_eq!(first, first_positions(&seq_key, groups));
+            first
         } else {
             first_positions(&seq_key, groups)
         };
-        debug_assert_eq!(first_seq, first_positions(&seq_key, groups));
         Ok(Self {
             batch,
             seq,
@@ -625,6 +626,18 @@ mod tests {
         .unwrap()
     }
 
+    /// The schema of [`batch`]: a microsecond time `ts` and a key `k`.
+    fn ts_key_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+                false,
+            ),
+            Field::new("k", DataType::Int64, false),
+        ]))
+    }
+
     fn timeline(batches: &[RecordBatch]) -> Timeline {
         timeline_keeping(batches, None)
     }
@@ -652,14 +665,7 @@ mod tests {
     /// all-NULL; its order, times and key groups are the full one's.
     #[test]
     fn kept_columns_are_copied_and_the_rest_left_null() {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(
-                "ts",
-                DataType::Timestamp(TimeUnit::Microsecond, None),
-                false,
-            ),
-            Field::new("k", DataType::Int64, false),
-        ]));
+        let schema = ts_key_schema();
         let batches = [
             batch(&schema, &[5, 6], &[2, 1]),
             batch(&schema, &[1, 2, 3], &[1, 1, 3]),
@@ -768,14 +774,7 @@ mod tests {
 
     #[test]
     fn ordered_runs_are_put_in_order_not_sorted() {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(
-                "ts",
-                DataType::Timestamp(TimeUnit::Microsecond, None),
-                false,
-            ),
-            Field::new("k", DataType::Int64, false),
-        ]));
+        let schema = ts_key_schema();
         // Two time-ordered runs, the later first.
         let tl = timeline(&[
             batch(&schema, &[5, 6], &[1, 2]),
@@ -812,14 +811,7 @@ mod tests {
 
     #[test]
     fn warm_up_knows_groups_that_start_later_are_empty() {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(
-                "ts",
-                DataType::Timestamp(TimeUnit::Microsecond, None),
-                false,
-            ),
-            Field::new("k", DataType::Int64, false),
-        ]));
+        let schema = ts_key_schema();
         // Group of key 7 starts after time 2000; key 5 has one early row
         // beyond any warm-up budget.
         let n = 200_000i64;
