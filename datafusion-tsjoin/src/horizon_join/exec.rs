@@ -1,9 +1,10 @@
 //! [`HorizonJoinExec`]: the physical HORIZON JOIN operator.
 
+use super::columns::OutputColumns;
 use super::fold::OffsetFold;
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
-use super::stream::{OutputColumns, SharedState, StreamArgs, horizon_join_stream};
+use super::stream::{SharedState, StreamArgs, horizon_join_stream};
 use crate::temporal::{
     JoinDistribution, KeyedRight, TemporalDistribution, combined_projection,
     projected_properties, projection_text,

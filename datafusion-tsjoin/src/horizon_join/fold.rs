@@ -11,10 +11,10 @@
 //! ```
 //!
 //! Every pair of one offset belongs to the same group, so the operator
-//! builds each left batch's pairs offset by offset (the left columns
-//! zero-copy, the right ones gathered) and hands them to that offset's
-//! accumulators with `update_batch`: no group ids, no pair batches through
-//! a repartition. The accumulators are DataFusion's own (any aggregate
+//! hands each offset's pairs to that offset's accumulators with
+//! `update_batch` (see [`super::folding`]: one-sided parts of the
+//! arguments computed once per row, the left rows folded in key order): no
+//! group ids, no pair batches through a repartition. The accumulators are DataFusion's own (any aggregate
 //! without DISTINCT, ORDER BY or FILTER), so the answers are the
 //! aggregate's; the final aggregate above merges the partitions' states as
 //! before. `SET tsjoin.horizon_fold = false` keeps the pairs.

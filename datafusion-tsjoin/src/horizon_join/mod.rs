@@ -14,7 +14,8 @@
 //! offset), with `offset` and `timestamp` columns) and leaves aggregation
 //! to the plan above, except for the markout shape, grouped by `h.offset`
 //! alone, whose aggregates it folds per offset itself ([`OffsetFold`],
-//! placed by [`HorizonFoldRule`]). Elsewhere the plan above is
+//! placed by [`HorizonFoldRule`]; run by `folding.rs` over the leaves
+//! `fold_plan.rs` splits the arguments into). Elsewhere the plan above is
 //! DataFusion's aggregate, or tsjoin's inline GROUP BY where its rule
 //! applies. This keeps every aggregate, GROUP BY expression,
 //! HAVING and ORDER BY that DataFusion supports working over the pairs, at
@@ -39,8 +40,11 @@
 //!   if two offsets become equal);
 //! - at most [`MAX_HORIZON_OFFSETS`] offsets.
 
+mod columns;
 mod exec;
 mod fold;
+mod fold_plan;
+mod folding;
 mod logical;
 mod metrics;
 mod planner;

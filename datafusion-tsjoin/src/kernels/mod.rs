@@ -62,7 +62,8 @@ pub const SUM_BLOCK: usize = 16;
 ///
 /// Opaque: a value is made only by [`KernelSet::detect`] (the best set this
 /// CPU has) or [`KernelSet::scalar`], so holding an AVX2 set proves the CPU
-/// has AVX2. That is what makes the `unsafe` calls in the methods sound.
+/// has AVX2 (and POPCNT, which every AVX2 CPU has and `detect` checks too).
+/// That is what makes the `unsafe` calls in the methods sound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelSet(Isa);
 
@@ -80,7 +81,9 @@ impl KernelSet {
         static DETECTED: OnceLock<KernelSet> = OnceLock::new();
         *DETECTED.get_or_init(|| {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+            {
                 return KernelSet(Isa::Avx2);
             }
             KernelSet(Isa::Scalar)
@@ -98,8 +101,9 @@ impl KernelSet {
     }
 
     /// True only for the AVX2 set, which only [`KernelSet::detect`] makes
-    /// and only after detecting AVX2: a `true` here proves the CPU has it
-    /// (for code elsewhere compiled with `#[target_feature(enable = "avx2")]`).
+    /// and only after detecting AVX2 and POPCNT: a `true` here proves the
+    /// CPU has both (for code elsewhere compiled with
+    /// `#[target_feature(enable = "avx2")]` or `"avx2,popcnt"`).
     pub(crate) fn is_avx2(self) -> bool {
         match self.0 {
             #[cfg(all(target_arch = "x86_64", not(miri)))]

@@ -106,6 +106,13 @@ impl BuiltTimeline {
         self.reservation.lock().unwrap().size()
     }
 
+    /// Reserves `bytes` more for data derived from the timeline and held
+    /// as long as it is (a `Resources exhausted` error when the pool has
+    /// no room).
+    pub(crate) fn try_grow(&self, bytes: usize) -> Result<()> {
+        self.reservation.lock().unwrap().try_grow(bytes)
+    }
+
     /// Reserves the per-key index's memory and builds it, once for all
     /// partitions (under the lock, so a partition that waited finds it).
     pub(crate) fn ensure_index(&self) -> Result<()> {

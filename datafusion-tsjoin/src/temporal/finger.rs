@@ -12,6 +12,12 @@
 //! forward, or backward when a left time went back), so a lookup costs O(log d) for
 //! a match `d` rows away, and on time-ordered input the fingers move only a
 //! few rows per lookup. Any left order is answered correctly.
+//!
+//! Two shapes of lookup: [`Fingers::lookup_offsets`] answers all offsets of
+//! one left row (rows, for the pair-emitting join), and
+//! [`Fingers::lookup_run`] a run of one group's left rows at a block of
+//! offsets (index positions, for the fold, which orders its rows by key so
+//! that each finger walks its group's times front to back).
 
 use super::timeline::Timeline;
 use crate::kernels::KernelSet;
@@ -28,7 +34,7 @@ pub(crate) const NO_ROW: u32 = u32::MAX;
 /// built.ensure_index()?;
 /// let mut f = Fingers::new(&timeline, offsets.len(), KernelSet::detect());
 /// let times: Vec<i64> = offsets.iter().map(|o| t + o).collect();
-/// f.lookup_offsets(timeline.group_slice(g), g, &times, &mut out, 1);
+/// f.lookup_offsets(timeline.group_slice(g), g, &times, &mut out);
 /// ```
 pub(crate) struct Fingers {
     /// `pos[g * offsets + o]`: the partition point of group `g`'s last
@@ -59,8 +65,7 @@ impl Fingers {
     /// latest right row of the group with time `<= times[o]` ([`NO_ROW`]
     /// when none), looked up from that offset's finger (which moves to it).
     /// `group` is the group's slice ([`Timeline::group_slice`]); offset
-    /// `o`'s row goes to `out[o * stride]` (`stride` 1: one row's offsets
-    /// side by side; the left batch's length: one column per offset).
+    /// `o`'s row goes to `out[o]`.
     #[inline]
     pub(crate) fn lookup_offsets(
         &mut self,
@@ -68,19 +73,84 @@ impl Fingers {
         g: u32,
         times: &[i64],
         out: &mut [u32],
-        stride: usize,
     ) {
         let at = g as usize * self.offsets;
         let fingers = &mut self.pos[at..at + self.offsets];
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         if self.kernels.is_avx2() {
             // SAFETY: `is_avx2` is true only for a `KernelSet` that
-            // `detect` made after detecting AVX2 (the type cannot be built
-            // otherwise), so the CPU has it.
-            unsafe { lookup_avx2(group, fingers, times, out, stride) };
+            // `detect` made after detecting AVX2 and POPCNT (the type
+            // cannot be built otherwise), so the CPU has both.
+            unsafe { lookup_avx2(group, fingers, times, out) };
             return;
         }
-        lookup(group, fingers, times, out, stride);
+        lookup(group, fingers, times, out);
+    }
+
+    /// The lookups of a run of left rows of group `g` (their times `lt`,
+    /// in left ticks) at a block of offsets (`offsets[i]` is offset
+    /// `first + i`): for each row and offset, the *position in the per-key
+    /// index* of the latest right row with time `<= (t + offset) *
+    /// factor`, or `none`, looked up from that offset's finger. Offset
+    /// `i`'s positions go to `out[i * stride..]`, row after row. `group`
+    /// is the group's start in the index and its times
+    /// ([`Timeline::group_span`]). A run in time order moves each finger a
+    /// few rows per lookup and reads the group's times front to back; the
+    /// offsets' searches do not wait on each other.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn lookup_run(
+        &mut self,
+        group: (usize, &[i64]),
+        g: u32,
+        first: usize,
+        offsets: &[i64],
+        (lt, factor, plain): (&[i64], i64, bool),
+        none: u32,
+        (out, stride): (&mut [u32], usize),
+    ) {
+        let at = g as usize * self.offsets + first;
+        let fingers = &mut self.pos[at..at + offsets.len()];
+        let how = Run {
+            offsets,
+            factor,
+            plain,
+            none,
+            stride,
+        };
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if self.kernels.is_avx2() {
+            // SAFETY: as in `lookup_offsets`: `is_avx2` proves AVX2 and
+            // POPCNT.
+            unsafe { run_avx2(group, fingers, lt, &how, out) };
+            return;
+        }
+        run(group, fingers, lt, &how, out);
+    }
+}
+
+/// How [`run`] looks up: at which offsets, scaled by `factor` (common
+/// ticks per left tick), writing `none` where nothing matches, each
+/// offset's positions `stride` apart.
+struct Run<'a> {
+    offsets: &'a [i64],
+    factor: i64,
+    /// No `(t + offset) * factor` overflows (the caller checked the
+    /// times' range): plain arithmetic, without saturating.
+    plain: bool,
+    none: u32,
+    stride: usize,
+}
+
+impl Run<'_> {
+    /// Offset `o`'s lookup time for left time `t`, in common ticks.
+    #[inline(always)]
+    fn time(&self, t: i64, o: i64) -> i64 {
+        if self.plain {
+            t.wrapping_add(o).wrapping_mul(self.factor)
+        } else {
+            t.saturating_add(o).saturating_mul(self.factor)
+        }
     }
 }
 
@@ -91,13 +161,8 @@ fn lookup(
     fingers: &mut [u32],
     times: &[i64],
     out: &mut [u32],
-    stride: usize,
 ) {
-    for ((finger, slot), &t) in fingers
-        .iter_mut()
-        .zip(out.iter_mut().step_by(stride))
-        .zip(times)
-    {
+    for ((finger, slot), &t) in fingers.iter_mut().zip(out.iter_mut()).zip(times) {
         let p = finger_step(ts, *finger as usize, t);
         *finger = p as u32;
         *slot = if p > 0 { rows[p - 1] } else { NO_ROW };
@@ -109,42 +174,148 @@ fn lookup(
 /// 0.75 s portable, 0.47 s AVX2, one thread).
 ///
 /// # Safety
-/// The CPU must support AVX2.
+/// The CPU must support AVX2 and POPCNT.
 #[cfg(all(target_arch = "x86_64", not(miri)))]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 unsafe fn lookup_avx2(
     group: (&[u32], &[i64]),
     fingers: &mut [u32],
     times: &[i64],
     out: &mut [u32],
-    stride: usize,
 ) {
-    lookup(group, fingers, times, out, stride)
+    lookup(group, fingers, times, out)
 }
 
-/// Rows [`finger_step`] looks at past the finger without a branch each.
+/// [`Fingers::lookup_run`] for one group's fingers, one per offset.
+#[inline(always)]
+fn run(
+    (base, ts): (usize, &[i64]),
+    fingers: &mut [u32],
+    lt: &[i64],
+    how: &Run,
+    out: &mut [u32],
+) {
+    for (i, &t) in lt.iter().enumerate() {
+        for (k, (finger, &o)) in fingers.iter_mut().zip(how.offsets).enumerate() {
+            let p = finger_step(ts, *finger as usize, how.time(t, o));
+            *finger = p as u32;
+            out[k * how.stride + i] = if p > 0 {
+                (base + p - 1) as u32
+            } else {
+                how.none
+            };
+        }
+    }
+}
+
+/// [`run`] for AVX2, its step written with intrinsics: the next [`NEAR`]
+/// times are compared with two vector compares, their masks counted with
+/// one POPCNT (what LLVM makes of [`finger_step`]'s portable count is
+/// three times the instructions). Steps and results equal [`run`]'s.
+///
+/// # Safety
+/// The CPU must support AVX2 and POPCNT.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx2,popcnt")]
+unsafe fn run_avx2(
+    (base, ts): (usize, &[i64]),
+    fingers: &mut [u32],
+    lt: &[i64],
+    how: &Run,
+    out: &mut [u32],
+) {
+    use std::arch::x86_64::{
+        _mm256_castsi256_pd, _mm256_cmpgt_epi64, _mm256_loadu_si256, _mm256_movemask_pd,
+        _mm256_set1_epi64x,
+    };
+    const { assert!(NEAR == 8) };
+    for (i, &t) in lt.iter().enumerate() {
+        for (k, (finger, &o)) in fingers.iter_mut().zip(how.offsets).enumerate() {
+            let t = how.time(t, o);
+            let mut f = (*finger as usize).min(ts.len());
+            if f > 0 && ts[f - 1] > t {
+                f = search_near(ts, f, |x| x <= t);
+            } else {
+                let tv = _mm256_set1_epi64x(t);
+                let mut steps = 0;
+                loop {
+                    let Some(near) = ts.get(f..f + NEAR) else {
+                        f += ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>();
+                        break;
+                    };
+                    // SAFETY: `near` holds `NEAR` (8) values; the unaligned
+                    // loads read its first four and its last four.
+                    let (lo, hi) = unsafe {
+                        (
+                            _mm256_loadu_si256(near.as_ptr().cast()),
+                            _mm256_loadu_si256(near[4..].as_ptr().cast()),
+                        )
+                    };
+                    let above = _mm256_movemask_pd(_mm256_castsi256_pd(
+                        _mm256_cmpgt_epi64(lo, tv),
+                    )) | (_mm256_movemask_pd(_mm256_castsi256_pd(
+                        _mm256_cmpgt_epi64(hi, tv),
+                    )) << 4);
+                    let hits = (!above & 0xff).count_ones() as usize;
+                    f += hits;
+                    if hits < NEAR {
+                        break;
+                    }
+                    steps += 1;
+                    if steps == NEAR_STEPS {
+                        f = search_near(ts, f, |x| x <= t);
+                        break;
+                    }
+                }
+            }
+            *finger = f as u32;
+            out[k * how.stride + i] = if f > 0 {
+                (base + f - 1) as u32
+            } else {
+                how.none
+            };
+        }
+    }
+}
+
+/// Rows [`finger_step`] looks at past the finger in one step without a
+/// branch each (two AVX2 compares).
 const NEAR: usize = 8;
+
+/// Steps of [`NEAR`] rows [`finger_step`] takes before it gallops: with
+/// right rows a few times denser than left ones, one lookup in ten moves
+/// the finger past the first [`NEAR`] rows, and one in a thousand past
+/// four times that.
+const NEAR_STEPS: usize = 4;
 
 /// `ts.partition_point(|x| x <= t)` (ascending `ts`) searched from
 /// `finger`. On time-ordered left input the answer is almost always the
 /// finger or a few rows past it: the row before the finger and the next
 /// [`NEAR`] rows decide that with one well-predicted branch (the
-/// comparisons are summed, not branched on, since the hits are a prefix);
-/// anything else (a jump further forward, a step back) takes
-/// [`search_near`]. Always inlined, so that [`lookup_avx2`]'s copy is
-/// compiled for AVX2.
+/// comparisons are counted as a mask, not branched on, since the hits are
+/// a prefix), repeated up to [`NEAR_STEPS`] times; anything else (a jump
+/// further forward, a step back) takes [`search_near`]. Always inlined, so
+/// that the AVX2 builds' copies compile for AVX2.
 #[inline(always)]
 fn finger_step(ts: &[i64], finger: usize, t: i64) -> usize {
-    let f = finger.min(ts.len());
-    let behind = f == 0 || ts[f - 1] <= t;
-    if let Some(near) = ts.get(f..f + NEAR) {
-        let hits: usize = near.iter().map(|&x| usize::from(x <= t)).sum();
-        if behind && hits < NEAR {
-            return f + hits;
+    let mut f = finger.min(ts.len());
+    if f > 0 && ts[f - 1] > t {
+        return search_near(ts, f, |x| x <= t);
+    }
+    for _ in 0..NEAR_STEPS {
+        let Some(near) = ts.get(f..f + NEAR) else {
+            // The group's last rows: every hit counts, up to its end.
+            return f + ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>();
+        };
+        let mask = near
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (i, &x)| m | (u32::from(x <= t) << i));
+        let hits = mask.count_ones() as usize;
+        f += hits;
+        if hits < NEAR {
+            return f;
         }
-    } else if behind {
-        // The group's last rows: every hit counts, up to its end.
-        return f + ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>();
     }
     search_near(ts, f, |x| x <= t)
 }
@@ -196,7 +367,7 @@ mod tests {
             let fingers: Vec<u32> =
                 (0..k).map(|_| rng.random_range(0..=n as u32 + 2)).collect();
             let (mut f1, mut out1) = (fingers.clone(), vec![0; k]);
-            lookup((&rows, &ts), &mut f1, &times, &mut out1, 1);
+            lookup((&rows, &ts), &mut f1, &times, &mut out1);
             for (o, &t) in out1.iter().zip(&times) {
                 let p = ts.partition_point(|&x| x <= t);
                 assert_eq!(*o, if p > 0 { rows[p - 1] } else { NO_ROW });
@@ -204,8 +375,61 @@ mod tests {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
             if KernelSet::detect().is_avx2() {
                 let (mut f2, mut out2) = (fingers.clone(), vec![0; k]);
-                // SAFETY: `is_avx2` proves the CPU has AVX2.
-                unsafe { lookup_avx2((&rows, &ts), &mut f2, &times, &mut out2, 1) };
+                // SAFETY: `is_avx2` proves the CPU has AVX2 and POPCNT.
+                unsafe { lookup_avx2((&rows, &ts), &mut f2, &times, &mut out2) };
+                assert_eq!((f1, out1), (f2, out2));
+            }
+        }
+    }
+
+    /// A run's lookups give each time's position at each offset (base +
+    /// the row before the partition point, or `none`) from any starting
+    /// fingers, in time order or not, scaled; the AVX2 build agrees and
+    /// leaves the fingers where the portable one does.
+    #[test]
+    fn run_lookups_give_index_positions() {
+        let mut rng = StdRng::seed_from_u64(9);
+        for _ in 0..300 {
+            let n = rng.random_range(0..60);
+            let mut ts: Vec<i64> = (0..n).map(|_| rng.random_range(0..200)).collect();
+            ts.sort_unstable();
+            let base = rng.random_range(0..1000);
+            let factor = rng.random_range(1..3);
+            let offsets: Vec<i64> = (0..rng.random_range(1..5))
+                .map(|_| rng.random_range(-20..20))
+                .collect();
+            let mut lt: Vec<i64> = (0..rng.random_range(0..30))
+                .map(|_| rng.random_range(-10..110))
+                .collect();
+            if rng.random_bool(0.7) {
+                lt.sort_unstable();
+            }
+            let starts: Vec<u32> = offsets
+                .iter()
+                .map(|_| rng.random_range(0..=n as u32 + 2))
+                .collect();
+            let stride = lt.len() + 1;
+            let how = Run {
+                offsets: &offsets,
+                factor,
+                plain: rng.random_bool(0.5),
+                none: 7777,
+                stride,
+            };
+            let (mut f1, mut out1) = (starts.clone(), vec![0; stride * offsets.len()]);
+            run((base, &ts), &mut f1, &lt, &how, &mut out1);
+            for (k, &o) in offsets.iter().enumerate() {
+                for (i, &t) in lt.iter().enumerate() {
+                    let p = ts.partition_point(|&x| x <= (t + o) * factor);
+                    let want = if p > 0 { (base + p - 1) as u32 } else { 7777 };
+                    assert_eq!(out1[k * stride + i], want);
+                }
+            }
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            if KernelSet::detect().is_avx2() {
+                let (mut f2, mut out2) = (starts, vec![0; stride * offsets.len()]);
+                // SAFETY: `is_avx2` proves the CPU has AVX2 and POPCNT.
+                unsafe { run_avx2((base, &ts), &mut f2, &lt, &how, &mut out2) };
                 assert_eq!((f1, out1), (f2, out2));
             }
         }

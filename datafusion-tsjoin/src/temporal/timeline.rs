@@ -6,10 +6,12 @@ use super::time::{array_is_non_decreasing, tick_array};
 use crate::priority::{PhaseGate, ROWS_PER_PAUSE};
 use crate::window_join::KeyIndex;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions,
-    new_empty_array, new_null_array,
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, BooleanBufferBuilder, Int64Array,
+    PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array,
+    downcast_primitive_array, new_empty_array, new_null_array,
 };
-use datafusion::arrow::compute::{cast, concat, concat_batches, interleave};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::compute::{cast, concat, concat_batches, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use datafusion::common::{Result, exec_err, internal_err};
 use datafusion::physical_plan::PhysicalExpr;
@@ -581,6 +583,66 @@ impl Timeline {
         let ix = self.index();
         let (a, b) = (ix.offsets[g as usize], ix.offsets[g as usize + 1]);
         (&ix.rows[a..b], &ix.ts[a..b])
+    }
+
+    /// Group `g`'s start in the per-key index and its times in time order
+    /// (see [`Self::group_slice`]): a position `base + p` names the group's
+    /// `p`-th row, an index into [`Self::keyed_rows`].
+    #[inline]
+    pub(crate) fn group_span(&self, g: u32) -> (usize, &[i64]) {
+        let ix = self.index();
+        let (a, b) = (ix.offsets[g as usize], ix.offsets[g as usize + 1]);
+        (a, &ix.ts[a..b])
+    }
+
+    /// The rows (into `batch`) of the per-key index, group after group,
+    /// each group's in time order (builds the index if needed: callers
+    /// reserve it first).
+    pub(crate) fn keyed_rows(&self) -> &[u32] {
+        &self.index().rows
+    }
+
+    /// `values` (one per row of `batch`) in the per-key index's order
+    /// ([`Self::keyed_rows`]), so that lookups walking a group in time
+    /// order read them front to back. A primitive array is scattered in
+    /// one pass over the rows in time order (each group's slots filled in
+    /// turn: reads in order, writes to one place per group) rather than
+    /// gathered from all over the batch; other types are taken.
+    pub(crate) fn to_keyed_order(&self, values: &dyn Array) -> Result<ArrayRef> {
+        downcast_primitive_array!(
+            values => Ok(Arc::new(self.scatter_keyed(values))),
+            _ => {
+                let rows = UInt32Array::from(self.keyed_rows().to_vec());
+                Ok(take(values, &rows, None)?)
+            }
+        )
+    }
+
+    fn scatter_keyed<T: ArrowPrimitiveType>(
+        &self,
+        values: &PrimitiveArray<T>,
+    ) -> PrimitiveArray<T> {
+        let ix = self.index();
+        let mut fill = ix.offsets.clone();
+        let n = self.seq_key.len();
+        let mut out = vec![T::Native::default(); n];
+        let mut valid = values.nulls().map(|_| BooleanBufferBuilder::new(n));
+        if let Some(v) = &mut valid {
+            v.append_n(n, false);
+        }
+        let from = values.values();
+        for (k, &g) in self.seq_key.iter().enumerate() {
+            let row = self.seq_row(k) as usize;
+            let at = &mut fill[g as usize];
+            out[*at] = from[row];
+            if let Some(v) = &mut valid {
+                v.set_bit(*at, values.is_valid(row));
+            }
+            *at += 1;
+        }
+        let nulls = valid.map(|mut v| NullBuffer::new(v.finish()));
+        PrimitiveArray::<T>::new(out.into(), nulls)
+            .with_data_type(values.data_type().clone())
     }
 
     /// The row of group `g` that a lookup at time `t` finds, by binary

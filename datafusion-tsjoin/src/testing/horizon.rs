@@ -100,7 +100,10 @@ impl HorizonShape {
             ),
             HorizonQuery::Markouts => format!(
                 "SELECT h.offset, count(*), count(r.v), sum(r.v), sum(r.i), sum(l.i), \
-                 sum(r.i - l.i) FROM l HORIZON JOIN r {on}{h} AS h ORDER BY h.offset"
+                 sum(r.i - l.i), sum(coalesce(r.i, 7) * 2), sum(l.i * 3 - r.i), \
+                 sum(CASE WHEN r.i > l.i THEN r.i ELSE l.i END), \
+                 max(CAST(h.timestamp AS BIGINT)) \
+                 FROM l HORIZON JOIN r {on}{h} AS h ORDER BY h.offset"
             ),
             HorizonQuery::TwoRights => format!(
                 "SELECT l.id, h.offset, r.id, r2.id FROM l HORIZON JOIN r {on}\
@@ -181,6 +184,21 @@ pub fn horizon(
                     .filter_map(|(l, r)| Some(r.as_ref()?.i? - l.i?))
                     .collect();
                 let isum = |v: &[i64]| (!v.is_empty()).then(|| v.iter().sum::<i64>());
+                let pairs = || left.iter().zip(&matched);
+                let or7: Vec<i64> = matched
+                    .iter()
+                    .map(|r| r.and_then(|r| r.i).unwrap_or(7) * 2)
+                    .collect();
+                let tripled: Vec<i64> = pairs()
+                    .filter_map(|(l, r)| Some(l.i? * 3 - r.as_ref()?.i?))
+                    .collect();
+                let case: Vec<i64> = pairs()
+                    .filter_map(|(l, r)| match (r.and_then(|r| r.i), l.i) {
+                        (Some(ri), Some(li)) if ri > li => Some(ri),
+                        (_, li) => li,
+                    })
+                    .collect();
+                let latest = left.iter().filter_map(|l| Some(l.ts? + o)).max();
                 out.push(vec![
                     o.to_string(),
                     left.len().to_string(),
@@ -189,6 +207,10 @@ pub fn horizon(
                     show(isum(&ri)),
                     show(isum(&li)),
                     show(isum(&diff)),
+                    show(isum(&or7)),
+                    show(isum(&tripled)),
+                    show(isum(&case)),
+                    show(latest),
                 ]);
             }
         }
