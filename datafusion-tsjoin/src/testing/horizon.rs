@@ -16,6 +16,9 @@ pub enum HorizonQuery {
     Markouts,
     /// Two right tables (`r2` unkeyed) and a WHERE on the left side.
     TwoRights,
+    /// Markouts over two right tables (`r2` unkeyed): the fold looks up
+    /// the second table row by row.
+    MarkoutsTwoRights,
 }
 
 /// A HORIZON JOIN query shape over tables `l`, `r` (and `r2`) of
@@ -85,6 +88,7 @@ impl HorizonShape {
                 HorizonQuery::Pairs,
                 HorizonQuery::Markouts,
                 HorizonQuery::TwoRights,
+                HorizonQuery::MarkoutsTwoRights,
             ]),
         }
     }
@@ -108,6 +112,11 @@ impl HorizonShape {
             HorizonQuery::TwoRights => format!(
                 "SELECT l.id, h.offset, r.id, r2.id FROM l HORIZON JOIN r {on}\
                  HORIZON JOIN r2 {h} AS h WHERE l.i > 0 ORDER BY l.id, h.offset"
+            ),
+            HorizonQuery::MarkoutsTwoRights => format!(
+                "SELECT h.offset, count(*), sum(r.i), sum(r2.i), \
+                 sum(coalesce(r2.i, 5) - r.i) FROM l HORIZON JOIN r {on}\
+                 HORIZON JOIN r2 {h} AS h ORDER BY h.offset"
             ),
         }
     }
@@ -211,6 +220,31 @@ pub fn horizon(
                     show(isum(&tripled)),
                     show(isum(&case)),
                     show(latest),
+                ]);
+            }
+        }
+        HorizonQuery::MarkoutsTwoRights if left.is_empty() => {}
+        HorizonQuery::MarkoutsTwoRights => {
+            for &o in &shape.offsets {
+                let at = |rows: &[Row], keyed: bool, l: &Row| {
+                    asof_at(l, rows, keyed, o).and_then(|j| rows[j].i)
+                };
+                let pairs: Vec<(Option<i64>, Option<i64>)> = left
+                    .iter()
+                    .map(|l| (at(right, keyed, l), at(right2, false, l)))
+                    .collect();
+                let isum = |v: Vec<i64>| (!v.is_empty()).then(|| v.iter().sum::<i64>());
+                out.push(vec![
+                    o.to_string(),
+                    left.len().to_string(),
+                    show(isum(pairs.iter().filter_map(|p| p.0).collect())),
+                    show(isum(pairs.iter().filter_map(|p| p.1).collect())),
+                    show(isum(
+                        pairs
+                            .iter()
+                            .filter_map(|&(r, r2)| Some(r2.unwrap_or(5) - r?))
+                            .collect(),
+                    )),
                 ]);
             }
         }
