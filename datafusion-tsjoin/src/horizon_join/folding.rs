@@ -4,9 +4,10 @@
 //!
 //! Left rows are gathered into chunks (up to [`CHUNK_ROWS`]). Each chunk
 //! is put in key-group order (a stable counting sort by the first read
-//! right table's group), then folded offset by offset, in slices of
-//! `batch_size` rows: every group's run of rows is looked up from that
-//! offset's finger, walking the group's times front to back, and the
+//! right table's group), then folded in blocks of [`OFFSET_BLOCK`]
+//! offsets and slices of `batch_size` rows: every group's run of rows is
+//! looked up from the block's fingers, walking the group's times front to
+//! back, and the
 //! right leaves ([`FoldPlan`]) are gathered at the matches' positions in
 //! the per-key index, where they were laid out in the same order. So each
 //! (group, offset) is visited once per chunk instead of once per left
@@ -258,7 +259,6 @@ struct Chunk {
     ticks: Vec<Option<i64>>,
     groups: Vec<Vec<Option<u32>>>,
     rows: usize,
-    bytes: usize,
 }
 
 /// One group's rows in a chunk's group order: `start..end`.
@@ -373,7 +373,6 @@ impl Folder {
             slot.extend(g);
         }
         chunk.rows += n;
-        chunk.bytes += 2 * bytes;
         if chunk.rows >= CHUNK_ROWS {
             self.fold_chunk()?;
         }
@@ -406,25 +405,14 @@ impl Folder {
         left: &RecordBatch,
         lt: &[Option<i64>],
     ) -> Result<Vec<Option<u32>>> {
-        let n = left.num_rows();
         let r = &self.args.spec.rights[j];
+        let allowed = match &r.left_filter {
+            Some(f) => Some(f.evaluate(left)?.into_array(left.num_rows())?),
+            None => None,
+        };
+        let keys = key_arrays(&r.left_keys, left)?;
         let tl = &self.args.timelines[j].timeline;
-        let mut groups = tl.groups_of(&key_arrays(&r.left_keys, left)?, n)?;
-        if let Some(f) = &r.left_filter {
-            let allowed = f.evaluate(left)?.into_array(n)?;
-            let allowed = allowed.as_boolean();
-            for (i, g) in groups.iter_mut().enumerate() {
-                if !(allowed.is_valid(i) && allowed.value(i)) {
-                    *g = None;
-                }
-            }
-        }
-        for (g, t) in groups.iter_mut().zip(lt) {
-            if t.is_none() {
-                *g = None;
-            }
-        }
-        Ok(groups)
+        tl.matchable_groups(&keys, lt, allowed.as_ref().map(|a| a.as_boolean()))
     }
 
     /// Folds the chunk's rows into every offset's accumulators: in blocks
@@ -526,18 +514,23 @@ impl Folder {
         for (t, &j) in self.read.iter().enumerate() {
             let tl = &self.args.timelines[j].timeline;
             let factor = self.args.spec.rights[j].scale.left_factor();
-            let slice = Slice {
-                s: rows.start,
-                len,
-                lt: &ordered.lt,
-                runs: &ordered.runs,
-                others: t.checked_sub(1).map(|o| &ordered.others[o]),
+            let groups = match t.checked_sub(1) {
+                None => Groups::Runs {
+                    runs: &ordered.runs,
+                    at: &mut *run_at,
+                },
+                Some(o) => Groups::Rows(&ordered.others[o]),
             };
-            let at = if t == 0 { Some(&mut *run_at) } else { None };
             let fingers = &mut self.args.fingers[j];
             let scale = (factor, ordered.plain[t]);
-            let at =
-                slice_positions(tl, fingers, (block.start, offsets), scale, slice, at);
+            let at = slice_positions(
+                tl,
+                fingers,
+                (block.start, offsets),
+                scale,
+                (rows, &ordered.lt),
+                groups,
+            );
             let none = tl.keyed_rows().len() as u32;
             let unmatched = at.chunks(len).map(|c| c.contains(&none)).collect();
             out.push((UInt32Array::from(at), unmatched));
@@ -628,73 +621,65 @@ struct Ordered {
     plain: Vec<bool>,
 }
 
-/// The rows of one slice of a chunk (in its group order) that
-/// [`slice_positions`] looks up: `s..s + len`, their left times `lt[s..]`;
-/// for the chunk's first read table its `runs`, else the table's group per
-/// row (`others`).
-struct Slice<'a> {
-    s: usize,
-    len: usize,
-    lt: &'a [i64],
-    runs: &'a [Run],
-    others: Option<&'a Vec<Option<u32>>>,
+/// How [`slice_positions`] finds a slice's rows' key groups: for the
+/// chunk's first read table, by its runs (`at`: the first run not yet
+/// done, moved on); for another, its group per row.
+enum Groups<'a> {
+    Runs { runs: &'a [Run], at: &'a mut usize },
+    Rows(&'a [Option<u32>]),
 }
 
-/// The per-key index positions of a slice's rows in `tl` at a block of
-/// offsets (`first`: the first one's number), offset after offset, `none`
-/// (the leaves' NULL row) where nothing matches. For the first read table
-/// (`run_at`: the first run not yet done, moved on) each group's rows are
-/// looked up together; for another table, row by row.
+/// The per-key index positions in `tl` of the rows `rows` (left times
+/// `lt`, in the chunk's group order) at a block of offsets (`first`: the
+/// first one's number), offset after offset, `none` (the leaves' NULL row)
+/// where nothing matches. By runs, each group's rows are looked up
+/// together; by rows, one by one.
 fn slice_positions(
     tl: &Timeline,
     fingers: &mut Fingers,
     (first, block): (usize, &[i64]),
     (factor, plain): (i64, bool),
-    slice: Slice,
-    run_at: Option<&mut usize>,
+    (rows, lt): (&Range<usize>, &[i64]),
+    groups: Groups,
 ) -> Vec<u32> {
-    let Slice {
-        s,
-        len,
-        lt,
-        runs,
-        others,
-    } = slice;
+    let (s, e, len) = (rows.start, rows.end, rows.len());
     let none = tl.keyed_rows().len() as u32;
     let mut out = vec![none; len * block.len()];
-    let e = s + len;
-    if let Some(run_at) = run_at {
-        while let Some(r) = runs.get(*run_at) {
-            if r.start >= e {
-                break;
-            }
-            let (a, b) = (r.start.max(s), r.end.min(e));
-            fingers.lookup_run(
-                tl.group_span(r.g),
-                r.g,
-                first,
-                block,
-                (&lt[a..b], factor, plain),
-                none,
-                (&mut out[a - s..], len),
-            );
-            if r.end > e {
-                break;
-            }
-            *run_at += 1;
-        }
-    } else if let Some(groups) = others {
-        for (i, g) in groups[s..e].iter().enumerate() {
-            if let Some(g) = *g {
+    match groups {
+        Groups::Runs { runs, at } => {
+            while let Some(r) = runs.get(*at) {
+                if r.start >= e {
+                    break;
+                }
+                let (a, b) = (r.start.max(s), r.end.min(e));
                 fingers.lookup_run(
-                    tl.group_span(g),
-                    g,
+                    tl.group_span(r.g),
+                    r.g,
                     first,
                     block,
-                    (&lt[s + i..s + i + 1], factor, plain),
+                    (&lt[a..b], factor, plain),
                     none,
-                    (&mut out[i..], len),
+                    (&mut out[a - s..], len),
                 );
+                if r.end > e {
+                    break;
+                }
+                *at += 1;
+            }
+        }
+        Groups::Rows(groups) => {
+            for (i, g) in groups[s..e].iter().enumerate() {
+                if let Some(g) = *g {
+                    fingers.lookup_run(
+                        tl.group_span(g),
+                        g,
+                        first,
+                        block,
+                        (&lt[s + i..s + i + 1], factor, plain),
+                        none,
+                        (&mut out[i..], len),
+                    );
+                }
             }
         }
     }

@@ -411,12 +411,13 @@ impl Joiner {
         let built = &self.built[j];
         let tl = &built.timeline;
         let factor = r.scale.left_factor();
-        let groups = tl.groups_of(&key_arrays(&r.left_keys, left)?, n)?;
         let allowed: Option<ArrayRef> = match &r.left_filter {
             Some(f) => Some(f.evaluate(left)?.into_array(n)?),
             None => None,
         };
-        let allowed = allowed.as_ref().map(|a| a.as_boolean());
+        let keys = key_arrays(&r.left_keys, left)?;
+        let groups =
+            tl.matchable_groups(&keys, lt, allowed.as_ref().map(|a| a.as_boolean()))?;
         built.ensure_index()?;
         self.metrics.lookups.add(n * k);
         let mut rows = vec![NO_ROW; n * k];
@@ -424,11 +425,6 @@ impl Joiner {
         let offsets = &self.offsets;
         let mut times = vec![0i64; k];
         for i in 0..n {
-            if let Some(a) = allowed
-                && !(a.is_valid(i) && a.value(i))
-            {
-                continue;
-            }
             let (Some(t), Some(g)) = (lt[i], groups[i]) else {
                 continue;
             };

@@ -6,8 +6,8 @@ use super::time::{array_is_non_decreasing, tick_array};
 use crate::priority::{PhaseGate, ROWS_PER_PAUSE};
 use crate::window_join::KeyIndex;
 use datafusion::arrow::array::{
-    Array, ArrayRef, ArrowPrimitiveType, AsArray, BooleanBufferBuilder, Int64Array,
-    PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array,
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, BooleanArray, BooleanBufferBuilder,
+    Int64Array, PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array,
     downcast_primitive_array, new_empty_array, new_null_array,
 };
 use datafusion::arrow::buffer::NullBuffer;
@@ -552,6 +552,25 @@ impl Timeline {
         }
     }
 
+    /// Like [`Self::groups_of`], `None` also where the left row can match
+    /// nothing whatever its key: its time is NULL (`times`), or `allowed`
+    /// (a left-only ON filter) is not true for it.
+    pub(crate) fn matchable_groups(
+        &self,
+        keys: &[ArrayRef],
+        times: &[Option<i64>],
+        allowed: Option<&BooleanArray>,
+    ) -> Result<Vec<Option<u32>>> {
+        let mut groups = self.groups_of(keys, times.len())?;
+        for (i, (g, t)) in groups.iter_mut().zip(times).enumerate() {
+            let allowed = allowed.is_none_or(|a| a.is_valid(i) && a.value(i));
+            if t.is_none() || !allowed {
+                *g = None;
+            }
+        }
+        Ok(groups)
+    }
+
     fn index(&self) -> &KeyedIndex {
         self.index.get_or_init(|| {
             // Counting sort of `seq` by group: stable, so each group's
@@ -563,17 +582,28 @@ impl Timeline {
             for i in 0..self.groups {
                 offsets[i + 1] += offsets[i];
             }
-            let mut fill = offsets.clone();
             let mut rows = vec![0u32; self.seq_ts.len()];
             let mut ts = vec![0i64; self.seq_ts.len()];
-            for (k, &g) in self.seq_key.iter().enumerate() {
-                let at = &mut fill[g as usize];
-                rows[*at] = self.seq_row(k);
-                ts[*at] = self.seq_ts[k];
-                *at += 1;
-            }
+            self.scatter_by_group(&offsets, |k, at| {
+                rows[at] = self.seq_row(k);
+                ts[at] = self.seq_ts[k];
+            });
             KeyedIndex { offsets, rows, ts }
         })
+    }
+
+    /// Calls `put(k, at)` for every `seq` entry `k`, in time order, with
+    /// its position `at` in the per-key index whose groups start at
+    /// `offsets`: the counting sort's scatter, which both the index and
+    /// [`Self::to_keyed_order`] use.
+    #[inline]
+    fn scatter_by_group(&self, offsets: &[usize], mut put: impl FnMut(usize, usize)) {
+        let mut fill = offsets.to_vec();
+        for (k, &g) in self.seq_key.iter().enumerate() {
+            let at = &mut fill[g as usize];
+            put(k, *at);
+            *at += 1;
+        }
     }
 
     /// Group `g`'s rows and times in time order (its slice of the per-key
@@ -622,8 +652,6 @@ impl Timeline {
         &self,
         values: &PrimitiveArray<T>,
     ) -> PrimitiveArray<T> {
-        let ix = self.index();
-        let mut fill = ix.offsets.clone();
         let n = self.seq_key.len();
         let mut out = vec![T::Native::default(); n];
         let mut valid = values.nulls().map(|_| BooleanBufferBuilder::new(n));
@@ -631,15 +659,13 @@ impl Timeline {
             v.append_n(n, false);
         }
         let from = values.values();
-        for (k, &g) in self.seq_key.iter().enumerate() {
+        self.scatter_by_group(&self.index().offsets, |k, at| {
             let row = self.seq_row(k) as usize;
-            let at = &mut fill[g as usize];
-            out[*at] = from[row];
+            out[at] = from[row];
             if let Some(v) = &mut valid {
-                v.set_bit(*at, values.is_valid(row));
+                v.set_bit(at, values.is_valid(row));
             }
-            *at += 1;
-        }
+        });
         let nulls = valid.map(|mut v| NullBuffer::new(v.finish()));
         PrimitiveArray::<T>::new(out.into(), nulls)
             .with_data_type(values.data_type().clone())
@@ -720,6 +746,39 @@ mod tests {
             batches,
         )
         .unwrap()
+    }
+
+    /// Values put in the per-key index's order, scattered (primitive, with
+    /// NULLs) or taken (strings), equal a gather at the index's rows, for
+    /// input that arrived in time order and input that needed sorting.
+    #[test]
+    fn values_in_keyed_order_equal_a_gather_at_the_index_rows() {
+        use datafusion::arrow::array::{Float64Array, StringArray};
+        let schema = ts_key_schema();
+        for batches in [
+            vec![batch(&schema, &[1, 2, 2, 4, 7], &[3, 1, 3, 2, 1])],
+            vec![
+                batch(&schema, &[9, 3, 5], &[1, 2, 1]),
+                batch(&schema, &[1, 5, 8], &[2, 2, 3]),
+            ],
+        ] {
+            let tl = timeline(&batches);
+            let n = tl.batch.num_rows();
+            let floats: ArrayRef = Arc::new(Float64Array::from_iter(
+                (0..n).map(|i| (i % 3 != 1).then_some(i as f64)),
+            ));
+            let strings: ArrayRef = Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| format!("s{i}")),
+            ));
+            let rows = UInt32Array::from(tl.keyed_rows().to_vec());
+            for values in [floats, strings] {
+                let want = take(values.as_ref(), &rows, None).unwrap();
+                assert_eq!(
+                    tl.to_keyed_order(values.as_ref()).unwrap().as_ref(),
+                    want.as_ref()
+                );
+            }
+        }
     }
 
     /// A timeline that keeps only some columns copies those (in time

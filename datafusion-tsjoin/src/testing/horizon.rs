@@ -16,8 +16,9 @@ pub enum HorizonQuery {
     Markouts,
     /// Two right tables (`r2` unkeyed) and a WHERE on the left side.
     TwoRights,
-    /// Markouts over two right tables (`r2` unkeyed): the fold looks up
-    /// the second table row by row.
+    /// Markouts over two right tables (`r2` unkeyed; `r`, when keyed, with
+    /// a left-only ON filter): the fold looks up the second table row by
+    /// row.
     MarkoutsTwoRights,
 }
 
@@ -113,11 +114,20 @@ impl HorizonShape {
                 "SELECT l.id, h.offset, r.id, r2.id FROM l HORIZON JOIN r {on}\
                  HORIZON JOIN r2 {h} AS h WHERE l.i > 0 ORDER BY l.id, h.offset"
             ),
-            HorizonQuery::MarkoutsTwoRights => format!(
-                "SELECT h.offset, count(*), sum(r.i), sum(r2.i), \
-                 sum(coalesce(r2.i, 5) - r.i) FROM l HORIZON JOIN r {on}\
-                 HORIZON JOIN r2 {h} AS h ORDER BY h.offset"
-            ),
+            HorizonQuery::MarkoutsTwoRights => {
+                // Keyed, with a left-only ON filter: a row it rejects
+                // matches nothing in `r` but still pairs with every offset.
+                let on = if self.keyed {
+                    "ON l.k = r.k AND l.i > 0 "
+                } else {
+                    ""
+                };
+                format!(
+                    "SELECT h.offset, count(*), sum(r.i), sum(r2.i), \
+                     sum(coalesce(r2.i, 5) - r.i) FROM l HORIZON JOIN r {on}\
+                     HORIZON JOIN r2 {h} AS h ORDER BY h.offset"
+                )
+            }
         }
     }
 }
@@ -231,7 +241,11 @@ pub fn horizon(
                 };
                 let pairs: Vec<(Option<i64>, Option<i64>)> = left
                     .iter()
-                    .map(|l| (at(right, keyed, l), at(right2, false, l)))
+                    .map(|l| {
+                        let passes = !keyed || l.i.is_some_and(|i| i > 0);
+                        let r = if passes { at(right, keyed, l) } else { None };
+                        (r, at(right2, false, l))
+                    })
                     .collect();
                 let isum = |v: Vec<i64>| (!v.is_empty()).then(|| v.iter().sum::<i64>());
                 out.push(vec![
