@@ -260,6 +260,9 @@ impl DisplayAs for AsofJoinExec {
                     self.path(),
                     self.distribution().as_str()
                 )?;
+                if s.inner {
+                    write!(f, ", join_type=inner")?;
+                }
                 match &self.projection {
                     Some(p) => write!(f, ", {}", projection_text(&self.join_schema, p)),
                     None => Ok(()),
@@ -269,6 +272,9 @@ impl DisplayAs for AsofJoinExec {
                 writeln!(f, "on=[{}]", on.join(", "))?;
                 writeln!(f, "match={}", s.matching)?;
                 writeln!(f, "tolerance={tolerance}")?;
+                if s.inner {
+                    writeln!(f, "join_type=inner")?;
+                }
                 writeln!(f, "path={}", self.path())?;
                 write!(f, "distribution={}", self.distribution().as_str())
             }

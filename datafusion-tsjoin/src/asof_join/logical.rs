@@ -25,10 +25,16 @@ pub struct AsofJoinClause {
     pub matching: AsofMatch,
     /// Optional TOLERANCE.
     pub tolerance: Option<Tolerance>,
+    /// An inner join (DuckDB's `ASOF JOIN ... ON ... AND l.ts >= r.ts`):
+    /// left rows without a match are dropped. False for QuestDB's ASOF /
+    /// LT JOIN, Snowflake's and DuckDB's `ASOF LEFT JOIN`, which keep every
+    /// left row.
+    pub inner: bool,
 }
 
 /// An ASOF JOIN: every left row once, in left order, followed by the
-/// columns of its matching right row (NULL when none).
+/// columns of its matching right row (NULL when none; with
+/// [`AsofJoinClause::inner`], only the left rows that match).
 ///
 /// Output schema: left columns then right columns (qualifiers kept; right
 /// columns nullable). Planned by [`super::AsofJoinPlanner`] into an
@@ -82,6 +88,7 @@ impl AsofJoinNode {
         has_filter: bool,
         matching: AsofMatch,
         tolerance: Option<Tolerance>,
+        inner: bool,
     ) -> Result<Self> {
         if inputs.len() != 2 || exprs.len() != 2 * n_keys + 2 + usize::from(has_filter) {
             return internal_err!("AsofJoinNode: wrong number of inputs or expressions");
@@ -102,6 +109,7 @@ impl AsofJoinNode {
                 right_ts,
                 matching,
                 tolerance,
+                inner,
             },
         )
     }
@@ -161,6 +169,9 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
         if let Some(t) = &c.tolerance {
             write!(f, ", tolerance={t}")?;
         }
+        if c.inner {
+            write!(f, ", join_type=inner")?;
+        }
         Ok(())
     }
 
@@ -176,6 +187,7 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
             self.clause.filter.is_some(),
             self.clause.matching,
             self.clause.tolerance,
+            self.clause.inner,
         )
     }
 

@@ -37,6 +37,10 @@ struct AsofNodeProto {
     tolerance: i64,
     #[prost(string, tag = "6")]
     tolerance_unit: String,
+    /// An inner join (DuckDB's `ASOF JOIN`); false in plans encoded
+    /// before it existed.
+    #[prost(bool, tag = "7")]
+    inner: bool,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -67,6 +71,9 @@ struct AsofExecProto {
     projection: Vec<u32>,
     #[prost(bool, tag = "11")]
     projected: bool,
+    /// An inner join; false in plans encoded before it existed.
+    #[prost(bool, tag = "12")]
+    inner: bool,
 }
 
 fn err(what: &str) -> DataFusionError {
@@ -105,6 +112,7 @@ pub(crate) fn encode_node(
         matching: n.clause.matching.as_str(),
         tolerance,
         tolerance_unit,
+        inner: n.clause.inner,
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -129,6 +137,7 @@ pub(crate) fn decode_node(
         msg.has_filter,
         AsofMatch::parse(&msg.matching).ok_or_else(|| err("match"))?,
         tolerance_of(msg.tolerance, &msg.tolerance_unit)?,
+        msg.inner,
     )
 }
 
@@ -156,6 +165,7 @@ pub(crate) fn encode_exec(
         partitioned: exec.distribution().encode(),
         projection,
         projected,
+        inner: s.inner,
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -199,6 +209,7 @@ pub(crate) fn decode_exec(
             .as_ref()
             .map(|e| parse_physical_expr(e, ctx, &ls, codec))
             .transpose()?,
+        inner: msg.inner,
     };
     Ok(Arc::new(
         AsofJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec))?

@@ -207,6 +207,9 @@ pub struct AsofJoinSpec {
     /// Left-only ON conditions: a left row for which this is not true gets
     /// no match (it is still emitted).
     pub left_filter: Option<Arc<dyn PhysicalExpr>>,
+    /// Drop the left rows without a match (an inner join: DuckDB's `ASOF
+    /// JOIN`); else every left row is emitted.
+    pub inner: bool,
 }
 
 impl AsofJoinSpec {

@@ -10,11 +10,11 @@ use crate::temporal::{
     record_join_time, tick_array,
 };
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, RecordBatchOptions,
-    UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch,
+    RecordBatchOptions, UInt32Array, new_null_array,
 };
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
-use datafusion::arrow::compute::take;
+use datafusion::arrow::compute::{filter_record_batch, take};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
@@ -241,10 +241,21 @@ impl Joiner {
                 .collect::<Result<_>>()?,
         };
         let options = RecordBatchOptions::new().with_row_count(Some(n));
-        Ok(RecordBatch::try_new_with_options(
+        let out = RecordBatch::try_new_with_options(
             Arc::clone(&self.schema),
             columns,
             &options,
-        )?)
+        )?;
+        if !spec.inner || indices.null_count() == 0 {
+            return Ok(out);
+        }
+        // An inner join keeps the rows that found a match.
+        let matched = BooleanArray::new(
+            indices
+                .nulls()
+                .map_or_else(|| BooleanBuffer::new_set(n), |v| v.inner().clone()),
+            None,
+        );
+        Ok(filter_record_batch(&out, &matched)?)
     }
 }

@@ -19,7 +19,7 @@ use crate::asof_join::{
 };
 use crate::config::TimestampRegistry;
 use crate::window_join::{Side, side_of, timestamp_unit};
-use datafusion::common::{DFSchema, Result, plan_datafusion_err, plan_err};
+use datafusion::common::{Column, DFSchema, Result, plan_datafusion_err, plan_err};
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::planner::{
     PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
@@ -112,43 +112,105 @@ pub(super) fn find(tokens: &[TokenWithSpan], i: usize, words: &[&str]) -> (usize
     (j, false)
 }
 
+/// The kind of temporal join that starts at token `i` (`asof`, DuckDB's
+/// `asof_left` for `ASOF LEFT [OUTER] JOIN`, or `lt`) and the index of its
+/// `JOIN`; an error for DuckDB's ASOF RIGHT / FULL JOIN.
+fn asof_join_at(
+    tokens: &[TokenWithSpan],
+    i: usize,
+) -> Result<Option<(&'static str, usize)>> {
+    let next = |j: usize| skip_ws(tokens, j + 1);
+    let is = |j: usize, w: &str| j < tokens.len() && word_is(&tokens[j].token, w);
+    if is_join_word(tokens, i, "LT") {
+        return Ok(Some(("lt", next(i))));
+    }
+    if !is(i, "ASOF") {
+        return Ok(None);
+    }
+    let n = next(i);
+    if is(n, "JOIN") {
+        return Ok(Some(("asof", n)));
+    }
+    if is(n, "LEFT") {
+        let m = if is(next(n), "OUTER") {
+            next(next(n))
+        } else {
+            next(n)
+        };
+        if is(m, "JOIN") {
+            return Ok(Some(("asof_left", m)));
+        }
+    }
+    for side in ["RIGHT", "FULL"] {
+        if is(n, side) {
+            return Err(error_at(
+                tokens[n].span,
+                format!(
+                    "ASOF {side} JOIN is not supported; use ASOF JOIN or ASOF LEFT JOIN"
+                ),
+            ));
+        }
+    }
+    Ok(None)
+}
+
 /// Rewrites every QuestDB-style `ASOF JOIN` / `LT JOIN` (see the module docs).
 pub fn rewrite_asof_joins(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>> {
     let mut out = Vec::with_capacity(tokens.len() + 16);
     let mut i = 0;
     while i < tokens.len() {
-        let kind = if is_join_word(&tokens, i, "ASOF") {
-            Some("asof")
-        } else if is_join_word(&tokens, i, "LT") {
-            Some("lt")
-        } else {
-            None
-        };
         if is_join_word(&tokens, i, "SPLICE") {
             return Err(error_at(
                 tokens[i].span,
                 "SPLICE JOIN is not supported; use ASOF JOIN (or a FULL JOIN of two ASOF JOINs)",
             ));
         }
-        let Some(kind) = kind else {
+        let Some((kind, join)) = asof_join_at(&tokens, i)? else {
             out.push(tokens[i].clone());
             i += 1;
             continue;
         };
-        i = rewrite_one(&tokens, i, kind, &mut out)?;
+        i = rewrite_one(&tokens, (i, join), kind, &mut out)?;
     }
     Ok(out)
 }
 
+/// The index after the parenthesised list that starts at or after `i`
+/// (DuckDB's `USING (k, ts)`), if there is one.
+fn after_parens(tokens: &[TokenWithSpan], i: usize) -> Option<usize> {
+    let open = skip_ws(tokens, i);
+    if !matches!(tokens.get(open)?.token, Token::LParen) {
+        return None;
+    }
+    let mut depth = 0;
+    for (j, t) in tokens.iter().enumerate().skip(open) {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 fn rewrite_one(
     tokens: &[TokenWithSpan],
-    at: usize,
+    (at, join): (usize, usize),
     kind: &str,
     out: &mut Vec<TokenWithSpan>,
 ) -> Result<usize> {
     let span = tokens[at].span;
-    let rel = skip_ws(tokens, at + 1) + 1; // after JOIN
-    let (rel_end, found) = find(tokens, rel, &["ON", "TOLERANCE", "MATCH_CONDITION"]);
+    let rel = join + 1;
+    let (rel_end, found) = find(
+        tokens,
+        rel,
+        &["ON", "TOLERANCE", "MATCH_CONDITION", "USING"],
+    );
     if skip_ws(tokens, rel) >= rel_end {
         return Err(error_at(
             span,
@@ -162,9 +224,36 @@ fn rewrite_one(
                 "LT JOIN takes no MATCH_CONDITION; use ASOF JOIN",
             ));
         }
-        // Snowflake's form: sqlparser parses it as it is.
-        out.extend_from_slice(&tokens[at..rel_end]);
+        // Snowflake's form: sqlparser parses it as it is (without
+        // DuckDB's LEFT: Snowflake's ASOF JOIN keeps every left row).
+        let tok = |t: Token| TokenWithSpan::new(t, span);
+        out.extend([
+            tok(Token::make_keyword("ASOF")),
+            tok(Token::Whitespace(Whitespace::Space)),
+            tok(Token::make_keyword("JOIN")),
+        ]);
+        out.extend_from_slice(&tokens[rel..rel_end]);
         return Ok(rel_end);
+    }
+    if found && word_is(&tokens[rel_end].token, "USING") {
+        // DuckDB's `USING (k, ..., ts)`: keys, then the time (`>=`).
+        let end = after_parens(tokens, rel_end + 1).ok_or_else(|| {
+            error_at(tokens[rel_end].span, "USING (column, ...) expected")
+        })?;
+        let tok = |t: Token| TokenWithSpan::new(t, span);
+        let s = |v: &str| tok(Token::SingleQuotedString(v.to_string()));
+        let null = || tok(Token::make_keyword("NULL"));
+        let args = vec![
+            s(kind),
+            tok(Token::Comma),
+            null(),
+            tok(Token::Comma),
+            null(),
+        ];
+        emit_marked_join(out, &tokens[rel..rel_end], ASOF_MARKER, args, None, span);
+        out.extend_from_slice(&tokens[rel_end..end]);
+        out.push(tok(Token::Whitespace(Whitespace::Space)));
+        return Ok(end);
     }
     let (on, tol_at) = if found && word_is(&tokens[rel_end].token, "ON") {
         let (end, found) = find(tokens, rel_end + 1, &["TOLERANCE"]);
@@ -590,6 +679,53 @@ fn time_match(e: &Expr, ls: &DFSchema, rs: &DFSchema) -> Option<(Expr, Expr, Aso
     Some((l, r, AsofMatch { direction, strict }))
 }
 
+/// What an ASOF time of DuckDB's spelling orders by: 0 for timestamps and
+/// dates, 1 for integers (both sides must agree); `None` for any other
+/// type (floating point and strings are not supported).
+fn order_class(e: &Expr, s: &DFSchema) -> Option<u8> {
+    use datafusion::arrow::datatypes::DataType as T;
+    match e.get_type(s).ok()? {
+        T::Timestamp(..) | T::Date32 | T::Date64 => Some(0),
+        T::Int8 | T::Int16 | T::Int32 | T::Int64 | T::UInt8 | T::UInt16 | T::UInt32 => {
+            Some(1)
+        }
+        _ => None,
+    }
+}
+
+/// DuckDB's ASOF times `l` and `r` as timestamps the engine orders by:
+/// dates become midnight timestamps (milliseconds), integers timestamps of
+/// the same number of nanoseconds (their order is all that matters).
+fn duckdb_times(
+    l: Expr,
+    r: Expr,
+    ls: &DFSchema,
+    rs: &DFSchema,
+    m: AsofMatch,
+) -> Result<(Expr, Expr, AsofMatch)> {
+    use datafusion::arrow::datatypes::{DataType as T, TimeUnit};
+    let (lc, rc) = (order_class(&l, ls), order_class(&r, rs));
+    if lc.is_none() || lc != rc {
+        return plan_err!(
+            "ASOF JOIN compares times, dates or integers: {l} is {} and {r} is {}",
+            l.get_type(ls).map_or("?".to_string(), |t| t.to_string()),
+            r.get_type(rs).map_or("?".to_string(), |t| t.to_string())
+        );
+    }
+    let time = |e: Expr, s: &DFSchema| -> Result<Expr> {
+        Ok(match e.get_type(s)? {
+            T::Timestamp(..) => e,
+            T::Date32 | T::Date64 => {
+                e.cast_to(&T::Timestamp(TimeUnit::Millisecond, None), s)?
+            }
+            _ => e
+                .cast_to(&T::Int64, s)?
+                .cast_to(&T::Timestamp(TimeUnit::Nanosecond, None), s)?,
+        })
+    };
+    Ok((time(l, ls)?, time(r, rs)?, m))
+}
+
 /// The column an expression names, through casts.
 fn column_of(e: &Expr) -> Option<&datafusion::common::Column> {
     match e {
@@ -690,6 +826,48 @@ impl AsofJoinRelationPlanner {
                 Some(ctx.sql_to_expr(other.clone(), &joined)?),
             ),
         };
+        // DuckDB's `ASOF LEFT JOIN` keeps every left row; its `ASOF JOIN`
+        // (with the match in ON or USING) is an inner join.
+        let (kind, left_outer) = match kind.as_str() {
+            "asof_left" => ("asof".to_string(), true),
+            _ => (kind, false),
+        };
+        // DuckDB's USING: the last column is the time (`>=`).
+        let mut using_time = None;
+        let mut sql_keys = false;
+        let constraint = match constraint {
+            ast::JoinConstraint::Using(mut names)
+                if kind == "asof" && condition.is_none() =>
+            {
+                let last = names
+                    .pop()
+                    .and_then(|n| n.0.last().and_then(|p| p.as_ident().cloned()))
+                    .ok_or_else(|| {
+                        plan_datafusion_err!("ASOF JOIN USING needs a column")
+                    })?;
+                let name = ctx.normalize_ident(last);
+                let col = |s: &DFSchema, side: &str| {
+                    s.iter()
+                        .find(|(_, f)| *f.name() == name)
+                        .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+                        .ok_or_else(|| {
+                            plan_datafusion_err!(
+                                "ASOF JOIN USING ({name}): the {side} side has no column {name}"
+                            )
+                        })
+                };
+                using_time = Some((col(&ls, "left")?, col(&rs, "right")?));
+                sql_keys = true;
+                ast::JoinConstraint::Using(names)
+            }
+            c => c,
+        };
+        // The ON condition as written, to tell SQL's `=` keys (NULL matches
+        // nothing) from `IS NOT DISTINCT FROM` ones in DuckDB's spelling.
+        let on_written = match &constraint {
+            ast::JoinConstraint::On(e) => Some(e.clone()),
+            _ => None,
+        };
         let (keys, rest) = self
             .inner
             .plan_on(ctx, constraint, &ls, &rs, &joined)
@@ -705,10 +883,14 @@ impl AsofJoinRelationPlanner {
             split_conjunction(&r).into_iter().cloned().collect()
         });
 
-        // The time match: MATCH_CONDITION, else one inequality in ON
-        // (DuckDB), else the designated timestamps.
+        // The time match: MATCH_CONDITION, else one inequality in ON or
+        // USING's last column (DuckDB), else the designated timestamps.
         let mut explicit = None;
-        if let Some(c) = &condition {
+        let mut duckdb = false;
+        if let Some((l, r)) = using_time {
+            duckdb = true;
+            explicit = Some(duckdb_times(l, r, &ls, &rs, AsofMatch::ASOF)?);
+        } else if let Some(c) = &condition {
             explicit = Some(time_match(c, &ls, &rs).ok_or_else(|| {
                 plan_datafusion_err!(
                     "MATCH_CONDITION must compare a left and a right time with >=, >, <= or <: {c}"
@@ -719,17 +901,13 @@ impl AsofJoinRelationPlanner {
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| {
-                    // Only a comparison of two times is the match (DuckDB).
+                    // Only a comparison of two times (or dates, or two
+                    // integers) is the match (DuckDB).
                     time_match(c, &ls, &rs).is_some_and(|(l, r, _)| {
-                        let is_ts = |e: &Expr, s: &DFSchema| {
-                            e.get_type(s).is_ok_and(|t| {
-                                matches!(
-                                    t,
-                                    datafusion::arrow::datatypes::DataType::Timestamp(..)
-                                )
-                            })
-                        };
-                        is_ts(&l, &ls) && is_ts(&r, &rs)
+                        matches!(
+                            (order_class(&l, &ls), order_class(&r, &rs)),
+                            (Some(a), Some(b)) if a == b
+                        )
                     })
                 })
                 .map(|(i, _)| i)
@@ -740,8 +918,39 @@ impl AsofJoinRelationPlanner {
                 );
             }
             if let Some(&i) = found.first() {
-                explicit = time_match(&rest.remove(i), &ls, &rs);
+                let (l, r, m) =
+                    time_match(&rest.remove(i), &ls, &rs).expect("found as a time match");
+                duckdb = true;
+                sql_keys = true;
+                explicit = Some(duckdb_times(l, r, &ls, &rs, m)?);
             }
+        }
+        // DuckDB's `=` keys are SQL's: a NULL key matches nothing. A left
+        // row with a NULL in such a key does not look (`l.k IS NOT NULL`
+        // joins the left-only ON conditions); the right rows with a NULL
+        // there could only match such a row, so they need no filter (one
+        // would also reorder the right side's ties).
+        if duckdb && sql_keys {
+            let written: Vec<Expr> = match on_written {
+                Some(e) => split_conjunction(&ctx.sql_to_expr(e, &joined)?)
+                    .into_iter()
+                    .filter_map(|c| match c {
+                        Expr::BinaryExpr(BinaryExpr {
+                            left,
+                            op: Operator::Eq,
+                            right,
+                        }) => match (side_of(left, &ls, &rs), side_of(right, &ls, &rs)) {
+                            (Side::Left, Side::Right) => Some((**left).clone()),
+                            (Side::Right, Side::Left) => Some((**right).clone()),
+                            _ => None,
+                        },
+                        _ => None,
+                    })
+                    .collect(),
+                // USING: every key is an `=`.
+                None => keys.iter().map(|(l, _)| l.clone()).collect(),
+            };
+            rest.extend(written.into_iter().map(|e| e.is_not_null()));
         }
         let (left_ts, right_ts, matching) = match explicit {
             Some((l, r, m)) => {
@@ -783,6 +992,7 @@ impl AsofJoinRelationPlanner {
             Arc::new(left),
             Arc::new(right),
             AsofJoinClause {
+                inner: duckdb && !left_outer,
                 on: keys,
                 filter: conjunction(left_only),
                 left_ts,

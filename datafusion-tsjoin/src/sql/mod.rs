@@ -13,6 +13,7 @@ mod depth;
 mod horizon;
 mod latest_on;
 mod limit;
+mod precedence;
 mod questdb_ddl;
 mod relation;
 mod rewrite;
@@ -58,10 +59,18 @@ pub async fn parse_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<DFStatemen
         .with_recursion_limit(recursion_limit)
         .build()?
         .parse_statements()?;
-    for st in &statements {
+    let mut statements: Vec<DFStatement> = statements.into_iter().collect();
+    for st in &mut statements {
         depth::check_depth(st)?;
+        let mut st = st;
+        while let DFStatement::Explain(e) = st {
+            st = e.statement.as_mut();
+        }
+        if let DFStatement::Statement(s) = st {
+            precedence::fix_is_distinct_from(s);
+        }
     }
-    Ok(statements.into_iter().collect())
+    Ok(statements)
 }
 
 /// Applies tsjoin's AST pass (and the designated-timestamp option) to one statement.
