@@ -68,6 +68,7 @@ impl TsJoinSessionStateBuilderExt for SessionStateBuilder {
             .push(Arc::new(crate::functions::ConstantArrayPlanner));
         let scalars = self.scalar_functions().get_or_insert_with(Vec::new);
         scalars.push(Arc::new(crate::sql::limit_marker()));
+        scalars.push(Arc::new(crate::functions::order_key_udf()));
         self.relation_planners()
             .get_or_insert_with(Vec::new)
             .push(Arc::new(WindowJoinRelationPlanner::new(Arc::clone(

@@ -2,11 +2,13 @@
 
 mod first_last;
 mod known;
+mod order_key;
 mod percentile;
 
 pub(crate) use first_last::Position;
 pub use first_last::{FirstLast, first_last_udafs};
 pub(crate) use known::KnownAggregate;
+pub(crate) use order_key::order_key_udf;
 pub use percentile::{
     ApproxPercentile, ConstantArrayPlanner, HDR_MEDIAN, percentile_udafs,
     rename_approx_median,

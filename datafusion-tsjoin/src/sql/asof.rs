@@ -21,6 +21,7 @@ use crate::config::TimestampRegistry;
 use crate::window_join::{Side, side_of, timestamp_unit};
 use datafusion::common::{Column, DFSchema, Result, plan_datafusion_err, plan_err};
 use datafusion::execution::context::SessionContext;
+use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{
     PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
 };
@@ -680,22 +681,30 @@ fn time_match(e: &Expr, ls: &DFSchema, rs: &DFSchema) -> Option<(Expr, Expr, Aso
 }
 
 /// What an ASOF time of DuckDB's spelling orders by: 0 for timestamps and
-/// dates, 1 for integers (both sides must agree); `None` for any other
-/// type (floating point and strings are not supported).
+/// dates, 1 for integers and floating point (both sides must agree);
+/// `None` for any other type (strings and decimals are not supported).
 fn order_class(e: &Expr, s: &DFSchema) -> Option<u8> {
     use datafusion::arrow::datatypes::DataType as T;
     match e.get_type(s).ok()? {
         T::Timestamp(..) | T::Date32 | T::Date64 => Some(0),
-        T::Int8 | T::Int16 | T::Int32 | T::Int64 | T::UInt8 | T::UInt16 | T::UInt32 => {
-            Some(1)
-        }
+        T::Int8
+        | T::Int16
+        | T::Int32
+        | T::Int64
+        | T::UInt8
+        | T::UInt16
+        | T::UInt32
+        | T::Float16
+        | T::Float32
+        | T::Float64 => Some(1),
         _ => None,
     }
 }
 
 /// DuckDB's ASOF times `l` and `r` as timestamps the engine orders by:
 /// dates become midnight timestamps (milliseconds), integers timestamps of
-/// the same number of nanoseconds (their order is all that matters).
+/// the same number of nanoseconds, doubles their order key's (only the
+/// order matters).
 fn duckdb_times(
     l: Expr,
     r: Expr,
@@ -707,20 +716,30 @@ fn duckdb_times(
     let (lc, rc) = (order_class(&l, ls), order_class(&r, rs));
     if lc.is_none() || lc != rc {
         return plan_err!(
-            "ASOF JOIN compares times, dates or integers: {l} is {} and {r} is {}",
+            "ASOF JOIN compares times, dates or numbers: {l} is {} and {r} is {}",
             l.get_type(ls).map_or("?".to_string(), |t| t.to_string()),
             r.get_type(rs).map_or("?".to_string(), |t| t.to_string())
         );
     }
+    // Numbers compare as doubles when either side is one (as in DuckDB),
+    // through their order key (`functions/order_key.rs`).
+    let float = |e: &Expr, s: &DFSchema| e.get_type(s).is_ok_and(|t| t.is_floating());
+    let doubles = float(&l, ls) || float(&r, rs);
     let time = |e: Expr, s: &DFSchema| -> Result<Expr> {
+        let ns = T::Timestamp(TimeUnit::Nanosecond, None);
         Ok(match e.get_type(s)? {
             T::Timestamp(..) => e,
             T::Date32 | T::Date64 => {
                 e.cast_to(&T::Timestamp(TimeUnit::Millisecond, None), s)?
             }
-            _ => e
-                .cast_to(&T::Int64, s)?
-                .cast_to(&T::Timestamp(TimeUnit::Nanosecond, None), s)?,
+            _ if doubles => {
+                let key = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    Arc::new(crate::functions::order_key_udf()),
+                    vec![e.cast_to(&T::Float64, s)?],
+                ));
+                key.cast_to(&ns, s)?
+            }
+            _ => e.cast_to(&T::Int64, s)?.cast_to(&ns, s)?,
         })
     };
     Ok((time(l, ls)?, time(r, rs)?, m))
