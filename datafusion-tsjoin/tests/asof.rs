@@ -179,10 +179,11 @@ async fn run_case(seed: u64) -> usize {
                 .then(|| rng.random_range(1..=span.max(2)));
             let tol_sql = tol.map_or(String::new(), |t| format!(" TOLERANCE {t}U"));
             // DuckDB's spelling: the inequality in ON, an inner join unless
-            // LEFT, and SQL's `=` keys (a NULL key matches nothing) unless
-            // written IS NOT DISTINCT FROM.
+            // LEFT, RIGHT or FULL, and SQL's `=` keys (a NULL key matches
+            // nothing) unless written IS NOT DISTINCT FROM.
             let duck = tol.is_none() && rng.random_bool(0.35);
-            let (outer, sql_eq) = (rng.random_bool(0.5), rng.random_bool(0.6));
+            let outer = ["", "LEFT ", "RIGHT ", "FULL OUTER "][rng.random_range(0..4)];
+            let sql_eq = rng.random_bool(0.6);
             let sql = match m {
                 (forward, strict) if duck => {
                     let op = match (forward, strict) {
@@ -197,8 +198,7 @@ async fn run_case(seed: u64) -> usize {
                         (true, false) => "l.k IS NOT DISTINCT FROM r.k AND ",
                     };
                     format!(
-                        "SELECT l.id, r.id FROM l ASOF {}JOIN r ON {key}l.ts {op} r.ts ORDER BY l.id",
-                        if outer { "LEFT " } else { "" }
+                        "SELECT l.id, r.id FROM l ASOF {outer}JOIN r ON {key}l.ts {op} r.ts ORDER BY l.id, r.id"
                     )
                 }
                 (false, strict) if rng.random_bool(0.5) || tol.is_some() => format!(
@@ -223,9 +223,24 @@ async fn run_case(seed: u64) -> usize {
             let tol = if sql.contains("TOLERANCE") { tol } else { None };
             let got = query_rows(&ctx, &sql).await;
             let mut want = reference(&left, &right, keyed, m, tol, !(duck && sql_eq));
-            if duck && !outer {
-                want.retain(|r| r[1] != "NULL");
+            if duck && matches!(outer, "RIGHT " | "FULL OUTER ") {
+                // Then every right row no left row matched, after them.
+                let matched: std::collections::HashSet<&String> =
+                    want.iter().map(|r| &r[1]).collect();
+                let unmatched: Vec<Vec<String>> = right
+                    .iter()
+                    .map(|r| r.0.to_string())
+                    .filter(|id| !matched.contains(id))
+                    .map(|id| vec!["NULL".to_string(), id])
+                    .collect();
+                want.extend(unmatched);
             }
+            if duck && matches!(outer, "" | "RIGHT ") {
+                want.retain(|r| r[0] == "NULL" || r[1] != "NULL");
+            }
+            // ORDER BY l.id, r.id: NULLs last (ids compare as numbers).
+            let num = |c: &String| c.parse::<i64>().map_or((1, 0), |v| (0, v));
+            want.sort_by_key(|r| (num(&r[0]), num(&r[1])));
             assert_eq!(got, want, "seed {seed} pass {pass}: {sql}");
             if pass == 1 && keyed {
                 crate::partitioned::assert_mode(&ctx, &sql, "partitioned").await;
@@ -285,12 +300,14 @@ async fn explain_shows_keys_direction_tolerance_and_path() {
     .await;
     assert!(text.contains("match=right >= left"), "{text}");
     assert!(text.contains("path=index"), "{text}");
-    // DuckDB's spelling is an inner join unless LEFT.
+    // DuckDB's spelling is an inner join unless LEFT, RIGHT or FULL.
     let duck = "SELECT t.ts, p.bid FROM t ASOF JOIN p ON t.sym = p.sym AND t.ts >= p.ts";
     let text = explained_plan(&ctx, duck).await;
-    assert!(text.contains("join_type=inner"), "{text}");
+    assert!(text.contains("join_type=Inner"), "{text}");
     let text = explained_plan(&ctx, &duck.replace("ASOF JOIN", "ASOF LEFT JOIN")).await;
-    assert!(!text.contains("join_type=inner"), "{text}");
+    assert!(!text.contains("join_type="), "{text}");
+    let text = explained_plan(&ctx, &duck.replace("ASOF JOIN", "ASOF RIGHT JOIN")).await;
+    assert!(text.contains("join_type=Right"), "{text}");
 }
 
 /// The join emits only the columns the query reads (an embedded
@@ -350,14 +367,28 @@ async fn plans_round_trip_through_proto() {
     let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
     assert_eq!(got, want);
     // DuckDB's inner ASOF JOIN: the row its left-only condition rejects is
-    // dropped, on both sides of the round trip.
-    let sql =
-        "SELECT t.price, p.bid FROM tq t ASOF JOIN pq p ON t.ts >= p.ts AND t.price > 15";
-    assert_eq!(query_rows(&ctx, sql).await, [["20", "3"]]);
-    let back = assert_round_trips(&ctx, sql, "AsofJoinExec").await;
-    assert!(operator_line(&back, "AsofJoinExec").contains("join_type=inner"));
-    let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
-    assert_eq!(got, [["20", "3"]]);
+    // dropped, on both sides of the round trip; its FULL JOIN adds the
+    // right row nothing matched.
+    for (sql, kind, want) in [
+        (
+            "SELECT t.price, p.bid FROM tq t ASOF JOIN pq p ON t.ts >= p.ts AND t.price > 15",
+            "Inner",
+            vec![["20", "3"]],
+        ),
+        (
+            "SELECT t.price, p.bid FROM tq t ASOF FULL JOIN pq p ON t.ts >= p.ts AND t.price > 15 \
+             ORDER BY t.price, p.bid",
+            "Full",
+            vec![["10", "NULL"], ["20", "3"], ["NULL", "1"]],
+        ),
+    ] {
+        assert_eq!(query_rows(&ctx, sql).await, want, "{sql}");
+        let back = assert_round_trips(&ctx, sql, "AsofJoinExec").await;
+        let line = operator_line(&back, "AsofJoinExec");
+        assert!(line.contains(&format!("join_type={kind}")), "{line}");
+        let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
+        assert_eq!(got, want, "{sql}");
+    }
 }
 
 #[tokio::test]

@@ -10,16 +10,18 @@ use crate::temporal::{
 use crate::window_join::{TimeScale, timestamp_unit};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{Result, internal_err, plan_err};
+use datafusion::common::{JoinType, Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::InvariantLevel;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{
     EmbeddedProjection, ProjectionExec, try_embed_projection,
 };
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements,
-    PhysicalExpr, PlanProperties, SendableRecordBatchStream, apply_expression_roots,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+    InputDistributionRequirements, Partitioning, PhysicalExpr, PlanProperties,
+    SendableRecordBatchStream, apply_expression_roots,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -82,7 +84,17 @@ impl AsofJoinExec {
             );
         }
         check_keys(&spec, &left.schema(), &right.schema())?;
-        let mut fields: Vec<FieldRef> = left.schema().fields().iter().cloned().collect();
+        // Right and Full emit right rows without a left one.
+        let left_nullable = matches!(spec.join_type, JoinType::Right | JoinType::Full);
+        let mut fields: Vec<FieldRef> = left
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| match left_nullable {
+                true => Arc::new(Field::clone(f).with_nullable(true)),
+                false => Arc::clone(f),
+            })
+            .collect();
         fields.extend(
             right
                 .schema()
@@ -94,7 +106,11 @@ impl AsofJoinExec {
             fields,
             left.schema().metadata().clone(),
         ));
-        let cache = Arc::new(crate::temporal::left_preserving_properties(&left, &schema));
+        let cache = Arc::new(right_rows_unordered(
+            crate::temporal::left_preserving_properties(&left, &schema),
+            &schema,
+            spec.join_type,
+        ));
         Ok(Self {
             left,
             right,
@@ -125,8 +141,7 @@ impl AsofJoinExec {
             TemporalDistribution::new(distribution, &self.left, &[right], |_| {
                 Arc::default()
             })?;
-        self.cache =
-            Arc::new(self.distribution.properties(&self.left, &self.join_schema));
+        self.cache = Arc::new(self.full_properties());
         self.schema = Arc::clone(&self.join_schema);
         let projection = self.projection.take();
         self.projected(projection)
@@ -153,6 +168,15 @@ impl AsofJoinExec {
         self.rebuilt(Some(combined))
     }
 
+    /// The properties of the join's full output in its distribution.
+    fn full_properties(&self) -> PlanProperties {
+        right_rows_unordered(
+            self.distribution.properties(&self.left, &self.join_schema),
+            &self.join_schema,
+            self.spec.join_type,
+        )
+    }
+
     /// The embedded projection: indices into the join's full output (left
     /// columns, then right columns).
     pub fn projection(&self) -> Option<&[usize]> {
@@ -177,7 +201,7 @@ impl AsofJoinExec {
         let Some(projection) = projection else {
             return Ok(self);
         };
-        let full = self.distribution.properties(&self.left, &self.join_schema);
+        let full = self.full_properties();
         let (schema, props) =
             projected_properties(&full, &self.join_schema, &projection)?;
         self.cache = Arc::new(props);
@@ -260,8 +284,8 @@ impl DisplayAs for AsofJoinExec {
                     self.path(),
                     self.distribution().as_str()
                 )?;
-                if s.inner {
-                    write!(f, ", join_type=inner")?;
+                if s.join_type != JoinType::Left {
+                    write!(f, ", join_type={}", s.join_type)?;
                 }
                 match &self.projection {
                     Some(p) => write!(f, ", {}", projection_text(&self.join_schema, p)),
@@ -272,8 +296,8 @@ impl DisplayAs for AsofJoinExec {
                 writeln!(f, "on=[{}]", on.join(", "))?;
                 writeln!(f, "match={}", s.matching)?;
                 writeln!(f, "tolerance={tolerance}")?;
-                if s.inner {
-                    writeln!(f, "join_type=inner")?;
+                if s.join_type != JoinType::Left {
+                    writeln!(f, "join_type={}", s.join_type)?;
                 }
                 writeln!(f, "path={}", self.path())?;
                 write!(f, "distribution={}", self.distribution().as_str())
@@ -364,6 +388,12 @@ impl ExecutionPlan for AsofJoinExec {
             projection: self.projection.clone(),
             right_columns: self.right_columns(),
             shared: Arc::clone(shared),
+            sharers: match self.distribution.mode() {
+                JoinDistribution::Broadcast => {
+                    self.left.output_partitioning().partition_count()
+                }
+                JoinDistribution::Partitioned => 1,
+            },
             metrics: AsofJoinMetrics::new(&self.metrics, partition),
             context,
         }))
@@ -378,6 +408,27 @@ impl EmbeddedProjection for AsofJoinExec {
     fn with_projection(&self, projection: Option<Vec<usize>>) -> Result<Self> {
         AsofJoinExec::with_projection(self, projection)
     }
+}
+
+/// `props` of a join that follows the left input, for `join_type`: a Right
+/// or Full join emits the right rows nothing matched after the left ones,
+/// with NULL left columns, so neither the left's order nor its hash
+/// partitioning holds.
+fn right_rows_unordered(
+    props: PlanProperties,
+    schema: &SchemaRef,
+    join_type: JoinType,
+) -> PlanProperties {
+    if !matches!(join_type, JoinType::Right | JoinType::Full) {
+        return props;
+    }
+    let n = props.output_partitioning().partition_count();
+    PlanProperties::new(
+        EquivalenceProperties::new(Arc::clone(schema)),
+        Partitioning::UnknownPartitioning(n),
+        props.emission_type,
+        props.boundedness,
+    )
 }
 
 /// Left and right keys pair up: as many on each side, and a string key only

@@ -1,7 +1,7 @@
 //! [`AsofJoinNode`]: the logical plan node of an ASOF / LT JOIN.
 
 use super::spec::{AsofMatch, Tolerance};
-use datafusion::common::{DFSchema, DFSchemaRef, Result, internal_err};
+use datafusion::common::{DFSchema, DFSchemaRef, JoinType, Result, internal_err};
 use datafusion::logical_expr::{Expr, LogicalPlan, UserDefinedLogicalNodeCore};
 use std::cmp::Ordering;
 use std::fmt;
@@ -25,16 +25,18 @@ pub struct AsofJoinClause {
     pub matching: AsofMatch,
     /// Optional TOLERANCE.
     pub tolerance: Option<Tolerance>,
-    /// An inner join (DuckDB's `ASOF JOIN ... ON ... AND l.ts >= r.ts`):
-    /// left rows without a match are dropped. False for QuestDB's ASOF /
-    /// LT JOIN, Snowflake's and DuckDB's `ASOF LEFT JOIN`, which keep every
-    /// left row.
-    pub inner: bool,
+    /// Which rows without a match the join emits: `Left` (QuestDB's ASOF /
+    /// LT JOIN, Snowflake's, DuckDB's `ASOF LEFT JOIN`: every left row),
+    /// `Inner` (DuckDB's `ASOF JOIN`: matched left rows only), `Right` and
+    /// `Full` (DuckDB's: also every right row no left row matched, with
+    /// NULL left columns, after the left rows).
+    pub join_type: JoinType,
 }
 
 /// An ASOF JOIN: every left row once, in left order, followed by the
 /// columns of its matching right row (NULL when none; with
-/// [`AsofJoinClause::inner`], only the left rows that match).
+/// [`AsofJoinClause::join_type`] `Inner` or `Right`, only the left rows that
+/// match; `Right` and `Full` then add the right rows nothing matched).
 ///
 /// Output schema: left columns then right columns (qualifiers kept; right
 /// columns nullable). Planned by [`super::AsofJoinPlanner`] into an
@@ -61,10 +63,19 @@ impl AsofJoinNode {
         right: Arc<LogicalPlan>,
         clause: AsofJoinClause,
     ) -> Result<Self> {
+        // Right and Full emit right rows without a left one.
+        let left_nullable = matches!(clause.join_type, JoinType::Right | JoinType::Full);
         let mut fields: Vec<_> = left
             .schema()
             .iter()
-            .map(|(q, f)| (q.cloned(), Arc::clone(f)))
+            .map(|(q, f)| {
+                let f = if left_nullable {
+                    Arc::new(f.as_ref().clone().with_nullable(true))
+                } else {
+                    Arc::clone(f)
+                };
+                (q.cloned(), f)
+            })
             .collect();
         fields.extend(right.schema().iter().map(|(q, f)| {
             (q.cloned(), Arc::new(f.as_ref().clone().with_nullable(true)))
@@ -88,7 +99,7 @@ impl AsofJoinNode {
         has_filter: bool,
         matching: AsofMatch,
         tolerance: Option<Tolerance>,
-        inner: bool,
+        join_type: JoinType,
     ) -> Result<Self> {
         if inputs.len() != 2 || exprs.len() != 2 * n_keys + 2 + usize::from(has_filter) {
             return internal_err!("AsofJoinNode: wrong number of inputs or expressions");
@@ -109,7 +120,7 @@ impl AsofJoinNode {
                 right_ts,
                 matching,
                 tolerance,
-                inner,
+                join_type,
             },
         )
     }
@@ -169,8 +180,8 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
         if let Some(t) = &c.tolerance {
             write!(f, ", tolerance={t}")?;
         }
-        if c.inner {
-            write!(f, ", join_type=inner")?;
+        if c.join_type != JoinType::Left {
+            write!(f, ", join_type={}", c.join_type)?;
         }
         Ok(())
     }
@@ -187,7 +198,7 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
             self.clause.filter.is_some(),
             self.clause.matching,
             self.clause.tolerance,
-            self.clause.inner,
+            self.clause.join_type,
         )
     }
 

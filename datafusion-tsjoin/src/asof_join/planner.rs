@@ -57,7 +57,7 @@ impl ExtensionPlanner for AsofJoinPlanner {
             matching: c.matching,
             tolerance: c.tolerance,
             left_filter: c.filter.as_ref().map(|f| phys(f, ls)).transpose()?,
-            inner: c.inner,
+            join_type: c.join_type,
         };
         let options = session.config_options();
         let distribution = crate::window_join::DistributionSetting::for_session(

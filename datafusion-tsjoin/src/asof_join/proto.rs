@@ -7,6 +7,7 @@ use super::spec::{AsofJoinSpec, AsofMatch, Tolerance, ToleranceUnit};
 use crate::codec::{decode_projection, encode_projection};
 use crate::temporal::JoinDistribution;
 use crate::window_join::{TimeScale, timestamp_unit};
+use datafusion::common::JoinType;
 use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{LogicalPlan, UserDefinedLogicalNodeCore};
@@ -37,10 +38,10 @@ struct AsofNodeProto {
     tolerance: i64,
     #[prost(string, tag = "6")]
     tolerance_unit: String,
-    /// An inner join (DuckDB's `ASOF JOIN`); false in plans encoded
+    /// The join type (`JoinType`'s name); empty (Left) in plans encoded
     /// before it existed.
-    #[prost(bool, tag = "7")]
-    inner: bool,
+    #[prost(string, tag = "7")]
+    join_type: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -71,13 +72,25 @@ struct AsofExecProto {
     projection: Vec<u32>,
     #[prost(bool, tag = "11")]
     projected: bool,
-    /// An inner join; false in plans encoded before it existed.
-    #[prost(bool, tag = "12")]
-    inner: bool,
+    /// The join type; empty (Left) in plans encoded before it existed.
+    #[prost(string, tag = "12")]
+    join_type: String,
 }
 
 fn err(what: &str) -> DataFusionError {
     internal_datafusion_err!("tsjoin codec: malformed ASOF JOIN {what}")
+}
+
+fn join_type_of(s: &str) -> Result<JoinType> {
+    match s {
+        "" => Ok(JoinType::Left),
+        s => match s.parse()? {
+            t @ (JoinType::Left | JoinType::Inner | JoinType::Right | JoinType::Full) => {
+                Ok(t)
+            }
+            _ => Err(err("join type")),
+        },
+    }
 }
 
 fn tolerance_parts(t: Option<Tolerance>) -> (i64, String) {
@@ -112,7 +125,7 @@ pub(crate) fn encode_node(
         matching: n.clause.matching.as_str(),
         tolerance,
         tolerance_unit,
-        inner: n.clause.inner,
+        join_type: n.clause.join_type.to_string(),
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -137,7 +150,7 @@ pub(crate) fn decode_node(
         msg.has_filter,
         AsofMatch::parse(&msg.matching).ok_or_else(|| err("match"))?,
         tolerance_of(msg.tolerance, &msg.tolerance_unit)?,
-        msg.inner,
+        join_type_of(&msg.join_type)?,
     )
 }
 
@@ -165,7 +178,7 @@ pub(crate) fn encode_exec(
         partitioned: exec.distribution().encode(),
         projection,
         projected,
-        inner: s.inner,
+        join_type: s.join_type.to_string(),
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -209,7 +222,7 @@ pub(crate) fn decode_exec(
             .as_ref()
             .map(|e| parse_physical_expr(e, ctx, &ls, codec))
             .transpose()?,
-        inner: msg.inner,
+        join_type: join_type_of(&msg.join_type)?,
     };
     Ok(Arc::new(
         AsofJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec))?

@@ -2,6 +2,7 @@
 //! by the logical node, the operator and the codec.
 
 use crate::window_join::TimeScale;
+use datafusion::common::JoinType;
 use datafusion::physical_plan::PhysicalExpr;
 use std::fmt;
 use std::sync::Arc;
@@ -207,9 +208,9 @@ pub struct AsofJoinSpec {
     /// Left-only ON conditions: a left row for which this is not true gets
     /// no match (it is still emitted).
     pub left_filter: Option<Arc<dyn PhysicalExpr>>,
-    /// Drop the left rows without a match (an inner join: DuckDB's `ASOF
-    /// JOIN`); else every left row is emitted.
-    pub inner: bool,
+    /// Which rows without a match are emitted (see
+    /// [`AsofJoinClause::join_type`](super::AsofJoinClause::join_type)).
+    pub join_type: JoinType,
 }
 
 impl AsofJoinSpec {

@@ -16,16 +16,33 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::{filter_record_batch, take};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, JoinType, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// Per-execution state shared by the partitions of one operator instance.
-pub(super) type SharedState = SharedBuild<BuiltTimeline>;
+/// Per-execution state shared by the partitions of one operator instance
+/// (all of them when broadcast, one when partitioned).
+#[derive(Debug, Default)]
+pub(super) struct SharedState {
+    build: SharedBuild<Built>,
+    /// Partitions sharing the state that have read all their left input:
+    /// for a Right or Full join the last one emits the right rows no left
+    /// row matched.
+    finished: AtomicUsize,
+}
+
+/// The built right side.
+struct Built {
+    right: BuiltTimeline,
+    /// Right and Full joins: one bit per right row (of the timeline's
+    /// batch), set when some left row matched it; empty otherwise.
+    matched: Vec<AtomicU64>,
+}
 
 /// Everything one left partition's stream needs.
 pub(super) struct StreamArgs {
@@ -39,6 +56,8 @@ pub(super) struct StreamArgs {
     /// The right columns the output reads: the timeline keeps only these.
     pub right_columns: Vec<usize>,
     pub shared: Arc<SharedState>,
+    /// Partitions that share `shared` (see [`SharedState::finished`]).
+    pub sharers: usize,
     pub metrics: AsofJoinMetrics,
     pub context: Arc<TaskContext>,
 }
@@ -50,7 +69,7 @@ async fn build(
     spec: &AsofJoinSpec,
     context: Arc<TaskContext>,
     metrics: &AsofJoinMetrics,
-) -> Result<BuiltTimeline> {
+) -> Result<Built> {
     let _timer = metrics.build_time.timer();
     let built = BuiltTimeline::build(
         "AsofJoinExec[right]",
@@ -67,7 +86,17 @@ async fn build(
     metrics
         .right_sorted
         .set(usize::from(built.timeline.arrived_sorted));
-    Ok(built)
+    let matched = if matches!(spec.join_type, JoinType::Right | JoinType::Full) {
+        let words = built.timeline.batch.num_rows().div_ceil(64);
+        built.try_grow(words * 8)?;
+        (0..words).map(|_| AtomicU64::new(0)).collect()
+    } else {
+        vec![]
+    };
+    Ok(Built {
+        right: built,
+        matched,
+    })
 }
 
 /// The output stream of one left partition.
@@ -80,24 +109,52 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
         projection,
         right_columns,
         shared,
+        sharers,
         metrics,
         context,
     } = args;
     let out_schema = Arc::clone(&schema);
     let output = metrics.baseline.clone();
+    let batch_size = context.session_config().batch_size().max(1);
     let stream = stream::once(async move {
         let built = shared
+            .build
             .get_or_build(|| build(right, right_columns, &spec, context, &metrics))
             .await?;
-        let mut joiner = Joiner {
-            cursor: MergeCursor::new(&built.timeline, spec.matching.strict),
+        let joiner = Joiner {
+            cursor: MergeCursor::new(&built.right.timeline, spec.matching.strict),
+            left_schema: left.schema(),
             built,
             spec,
             schema: out_schema,
             projection,
             metrics,
+            shared,
+            sharers,
+            batch_size,
         };
-        Ok::<_, DataFusionError>(left.map(move |b| joiner.join(b?)))
+        // The left batches as they come, then (Right and Full) the right
+        // rows nothing matched.
+        let joined = stream::try_unfold(Some((left, joiner)), |state| async move {
+            let Some((mut left, mut joiner)) = state else {
+                return Ok::<_, DataFusionError>(None);
+            };
+            Ok(match left.next().await {
+                Some(b) => {
+                    let out = joiner.join(b?)?;
+                    Some((stream::iter(vec![Ok(out)]), Some((left, joiner))))
+                }
+                None => {
+                    let rest = joiner.unmatched_right()?;
+                    Some((
+                        stream::iter(rest.into_iter().map(Ok).collect::<Vec<_>>()),
+                        None,
+                    ))
+                }
+            })
+        })
+        .try_flatten();
+        Ok::<_, DataFusionError>(joined)
     })
     .try_flatten()
     .inspect_ok(move |b| output.record_output(b.num_rows()));
@@ -106,12 +163,16 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
 
 /// Matches the batches of one left partition, in order.
 struct Joiner {
-    built: Arc<BuiltTimeline>,
+    built: Arc<Built>,
     cursor: MergeCursor,
     spec: Arc<AsofJoinSpec>,
+    left_schema: SchemaRef,
     schema: SchemaRef,
     projection: Option<Arc<[usize]>>,
     metrics: AsofJoinMetrics,
+    shared: Arc<SharedState>,
+    sharers: usize,
+    batch_size: usize,
 }
 
 impl Joiner {
@@ -122,11 +183,59 @@ impl Joiner {
         out
     }
 
+    /// A Right or Full join's right rows no left row matched, with NULL
+    /// left columns, in right input order and batches of `batch_size`:
+    /// from the last partition sharing the right side to finish (nothing
+    /// from the others, nor for other join types).
+    fn unmatched_right(&mut self) -> Result<Vec<RecordBatch>> {
+        if !matches!(self.spec.join_type, JoinType::Right | JoinType::Full) {
+            return Ok(vec![]);
+        }
+        // AcqRel: the last to finish sees every other partition's bits.
+        if self.shared.finished.fetch_add(1, Ordering::AcqRel) + 1 != self.sharers {
+            return Ok(vec![]);
+        }
+        let start = Instant::now();
+        let tl = &self.built.right.timeline;
+        let unmatched: Vec<u32> = (0..tl.batch.num_rows() as u32)
+            .filter(|&r| {
+                let word = self.built.matched[r as usize / 64].load(Ordering::Relaxed);
+                word & (1 << (r % 64)) == 0
+            })
+            .collect();
+        let mut out = vec![];
+        let width = self.left_schema.fields().len();
+        for rows in unmatched.chunks(self.batch_size) {
+            let n = rows.len();
+            let indices = UInt32Array::from(rows.to_vec());
+            let column = |i: usize| -> Result<ArrayRef> {
+                if i < width {
+                    return Ok(new_null_array(self.left_schema.field(i).data_type(), n));
+                }
+                Ok(take(tl.batch.column(i - width).as_ref(), &indices, None)?)
+            };
+            let columns = match &self.projection {
+                Some(p) => p.iter().map(|&i| column(i)).collect::<Result<Vec<_>>>()?,
+                None => (0..width + tl.batch.num_columns())
+                    .map(column)
+                    .collect::<Result<_>>()?,
+            };
+            let options = RecordBatchOptions::new().with_row_count(Some(n));
+            out.push(RecordBatch::try_new_with_options(
+                Arc::clone(&self.schema),
+                columns,
+                &options,
+            )?);
+        }
+        record_join_time(&self.metrics.join_time, &self.metrics.baseline, start);
+        Ok(out)
+    }
+
     fn join_batch(&mut self, left: RecordBatch) -> Result<RecordBatch> {
         let n = left.num_rows();
         self.metrics.input_rows.add(n);
         let spec = Arc::clone(&self.spec);
-        let tl = &self.built.timeline;
+        let tl = &self.built.right.timeline;
         let lt_array = spec.left_ts.evaluate(&left)?.into_array(n)?;
         let lt = tick_array(&lt_array, spec.scale.left_factor())?;
         let groups = tl.groups_of(&key_arrays(&spec.left_keys, &left)?, n)?;
@@ -191,7 +300,7 @@ impl Joiner {
                     Found::Row(r, rt) => Some((r, rt)),
                     Found::Nothing => None,
                     Found::AskIndex => {
-                        self.built.ensure_index()?;
+                        self.built.right.ensure_index()?;
                         tl.lookup(g, t, false, strict)
                     }
                 };
@@ -204,7 +313,7 @@ impl Joiner {
             }
         } else {
             self.metrics.index_rows.add(n);
-            self.built.ensure_index()?;
+            self.built.right.ensure_index()?;
             for (i, &g) in groups.iter().enumerate() {
                 let Some(g) = g else { continue };
                 if !looks.value(i) {
@@ -220,6 +329,12 @@ impl Joiner {
             }
         }
         let nulls = NullBuffer::new(valid.finish());
+        if !self.built.matched.is_empty() {
+            for i in nulls.valid_indices() {
+                let r = rows[i] as usize;
+                self.built.matched[r / 64].fetch_or(1 << (r % 64), Ordering::Relaxed);
+            }
+        }
         let none = nulls.null_count() == n;
         let indices = UInt32Array::new(rows.into(), Some(nulls));
         let width = left.num_columns();
@@ -246,10 +361,11 @@ impl Joiner {
             columns,
             &options,
         )?;
-        if !spec.inner || indices.null_count() == 0 {
+        let drop_unmatched = matches!(spec.join_type, JoinType::Inner | JoinType::Right);
+        if !drop_unmatched || indices.null_count() == 0 {
             return Ok(out);
         }
-        // An inner join keeps the rows that found a match.
+        // Inner and Right joins keep the left rows that found a match.
         let matched = BooleanArray::new(
             indices
                 .nulls()

@@ -19,7 +19,9 @@ use crate::asof_join::{
 };
 use crate::config::TimestampRegistry;
 use crate::window_join::{Side, side_of, timestamp_unit};
-use datafusion::common::{Column, DFSchema, Result, plan_datafusion_err, plan_err};
+use datafusion::common::{
+    Column, DFSchema, JoinType, Result, plan_datafusion_err, plan_err,
+};
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{
@@ -114,8 +116,8 @@ pub(super) fn find(tokens: &[TokenWithSpan], i: usize, words: &[&str]) -> (usize
 }
 
 /// The kind of temporal join that starts at token `i` (`asof`, DuckDB's
-/// `asof_left` for `ASOF LEFT [OUTER] JOIN`, or `lt`) and the index of its
-/// `JOIN`; an error for DuckDB's ASOF RIGHT / FULL JOIN.
+/// `asof_left`, `asof_right` and `asof_full` for `ASOF LEFT|RIGHT|FULL
+/// [OUTER] JOIN`, or `lt`) and the index of its `JOIN`.
 fn asof_join_at(
     tokens: &[TokenWithSpan],
     i: usize,
@@ -132,24 +134,20 @@ fn asof_join_at(
     if is(n, "JOIN") {
         return Ok(Some(("asof", n)));
     }
-    if is(n, "LEFT") {
-        let m = if is(next(n), "OUTER") {
-            next(next(n))
-        } else {
-            next(n)
-        };
-        if is(m, "JOIN") {
-            return Ok(Some(("asof_left", m)));
-        }
-    }
-    for side in ["RIGHT", "FULL"] {
+    for (side, kind) in [
+        ("LEFT", "asof_left"),
+        ("RIGHT", "asof_right"),
+        ("FULL", "asof_full"),
+    ] {
         if is(n, side) {
-            return Err(error_at(
-                tokens[n].span,
-                format!(
-                    "ASOF {side} JOIN is not supported; use ASOF JOIN or ASOF LEFT JOIN"
-                ),
-            ));
+            let m = if is(next(n), "OUTER") {
+                next(next(n))
+            } else {
+                next(n)
+            };
+            if is(m, "JOIN") {
+                return Ok(Some((kind, m)));
+            }
         }
     }
     Ok(None)
@@ -219,6 +217,12 @@ fn rewrite_one(
         ));
     }
     if found && word_is(&tokens[rel_end].token, "MATCH_CONDITION") {
+        if matches!(kind, "asof_right" | "asof_full") {
+            return Err(error_at(
+                span,
+                "ASOF RIGHT and FULL JOIN take the time in ON or USING, not MATCH_CONDITION",
+            ));
+        }
         if kind == "lt" {
             return Err(error_at(
                 span,
@@ -845,11 +849,13 @@ impl AsofJoinRelationPlanner {
                 Some(ctx.sql_to_expr(other.clone(), &joined)?),
             ),
         };
-        // DuckDB's `ASOF LEFT JOIN` keeps every left row; its `ASOF JOIN`
-        // (with the match in ON or USING) is an inner join.
-        let (kind, left_outer) = match kind.as_str() {
-            "asof_left" => ("asof".to_string(), true),
-            _ => (kind, false),
+        // DuckDB's `ASOF LEFT|RIGHT|FULL JOIN` are outer joins; its `ASOF
+        // JOIN` (with the match in ON or USING) is an inner join.
+        let (kind, outer) = match kind.as_str() {
+            "asof_left" => ("asof".to_string(), Some(JoinType::Left)),
+            "asof_right" => ("asof".to_string(), Some(JoinType::Right)),
+            "asof_full" => ("asof".to_string(), Some(JoinType::Full)),
+            _ => (kind, None),
         };
         // DuckDB's USING: the last column is the time (`>=`).
         let mut using_time = None;
@@ -1003,6 +1009,20 @@ impl AsofJoinRelationPlanner {
             &ls,
             &rs,
         )?;
+        // QuestDB's spelling keeps every left row; DuckDB's is inner unless
+        // LEFT, RIGHT or FULL.
+        let join_type = match (duckdb, outer) {
+            (_, Some(t)) => t,
+            (false, None) => JoinType::Left,
+            (true, None) => JoinType::Inner,
+        };
+        if matches!(join_type, JoinType::Right | JoinType::Full) && !right_only.is_empty()
+        {
+            return plan_err!(
+                "ASOF {} JOIN does not support ON conditions on the right side only",
+                join_type.to_string().to_uppercase()
+            );
+        }
         // Right-only conditions choose which right rows exist at all.
         if let Some(f) = conjunction(right_only) {
             right = LogicalPlanBuilder::from(right).filter(f)?.build()?;
@@ -1011,7 +1031,7 @@ impl AsofJoinRelationPlanner {
             Arc::new(left),
             Arc::new(right),
             AsofJoinClause {
-                inner: duckdb && !left_outer,
+                join_type,
                 on: keys,
                 filter: conjunction(left_only),
                 left_ts,
