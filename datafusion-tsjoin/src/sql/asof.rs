@@ -684,6 +684,17 @@ fn time_match(e: &Expr, ls: &DFSchema, rs: &DFSchema) -> Option<(Expr, Expr, Aso
     Some((l, r, AsofMatch { direction, strict }))
 }
 
+/// Whether ON condition `c` is DuckDB's time match: an inequality between
+/// a left and a right time (or date, or number) of one order class.
+fn is_time_match(c: &Expr, ls: &DFSchema, rs: &DFSchema) -> bool {
+    time_match(c, ls, rs).is_some_and(|(l, r, _)| {
+        matches!(
+            (order_class(&l, ls), order_class(&r, rs)),
+            (Some(a), Some(b)) if a == b
+        )
+    })
+}
+
 /// What an ASOF time of DuckDB's spelling orders by: 0 for timestamps and
 /// dates, 1 for integers and floating point (both sides must agree);
 /// `None` for any other type (strings and decimals are not supported).
@@ -925,16 +936,7 @@ impl AsofJoinRelationPlanner {
             let found: Vec<usize> = rest
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| {
-                    // Only a comparison of two times (or dates, or two
-                    // integers) is the match (DuckDB).
-                    time_match(c, &ls, &rs).is_some_and(|(l, r, _)| {
-                        matches!(
-                            (order_class(&l, &ls), order_class(&r, &rs)),
-                            (Some(a), Some(b)) if a == b
-                        )
-                    })
-                })
+                .filter(|(_, c)| is_time_match(c, &ls, &rs))
                 .map(|(i, _)| i)
                 .collect();
             if found.len() > 1 {
@@ -950,32 +952,48 @@ impl AsofJoinRelationPlanner {
                 explicit = Some(duckdb_times(l, r, &ls, &rs, m)?);
             }
         }
-        // DuckDB's `=` keys are SQL's: a NULL key matches nothing. A left
-        // row with a NULL in such a key does not look (`l.k IS NOT NULL`
-        // joins the left-only ON conditions); the right rows with a NULL
-        // there could only match such a row, so they need no filter (one
-        // would also reorder the right side's ties).
+        // DuckDB's conditions are SQL's: a NULL key in an `=` matches
+        // nothing, and its other conditions keep three-valued logic (not
+        // QuestDB's NULL-as-value, which `plan_on` applied). A left row with
+        // a NULL in such a key does not look (`l.k IS NOT NULL` joins the
+        // left-only ON conditions); the right rows with a NULL there could
+        // only match such a row, so they need no filter (one would also
+        // reorder the right side's ties).
         if duckdb && sql_keys {
-            let written: Vec<Expr> = match on_written {
-                Some(e) => split_conjunction(&ctx.sql_to_expr(e, &joined)?)
-                    .into_iter()
-                    .filter_map(|c| match c {
-                        Expr::BinaryExpr(BinaryExpr {
-                            left,
-                            op: Operator::Eq,
-                            right,
-                        }) => match (side_of(left, &ls, &rs), side_of(right, &ls, &rs)) {
-                            (Side::Left, Side::Right) => Some((**left).clone()),
-                            (Side::Right, Side::Left) => Some((**right).clone()),
+            match on_written {
+                Some(e) => {
+                    let mut sql_rest = vec![];
+                    for c in split_conjunction(&ctx.sql_to_expr(e, &joined)?) {
+                        let sides = |a: &Expr, b: &Expr| match (
+                            side_of(a, &ls, &rs),
+                            side_of(b, &ls, &rs),
+                        ) {
+                            (Side::Left, Side::Right) => Some(a.clone()),
+                            (Side::Right, Side::Left) => Some(b.clone()),
                             _ => None,
-                        },
-                        _ => None,
-                    })
-                    .collect(),
+                        };
+                        match c {
+                            Expr::BinaryExpr(BinaryExpr { left, op, right })
+                                if matches!(
+                                    op,
+                                    Operator::Eq | Operator::IsNotDistinctFrom
+                                ) && sides(left, right).is_some() =>
+                            {
+                                if *op == Operator::Eq {
+                                    sql_rest.extend(
+                                        sides(left, right).map(|l| l.is_not_null()),
+                                    );
+                                }
+                            }
+                            c if is_time_match(c, &ls, &rs) => {}
+                            c => sql_rest.push(c.clone()),
+                        }
+                    }
+                    rest = sql_rest;
+                }
                 // USING: every key is an `=`.
-                None => keys.iter().map(|(l, _)| l.clone()).collect(),
-            };
-            rest.extend(written.into_iter().map(|e| e.is_not_null()));
+                None => rest.extend(keys.iter().map(|(l, _)| l.clone().is_not_null())),
+            }
         }
         let (left_ts, right_ts, matching) = match explicit {
             Some((l, r, m)) => {
