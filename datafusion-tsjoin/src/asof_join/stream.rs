@@ -214,21 +214,33 @@ impl Joiner {
                 }
                 Ok(take(tl.batch.column(i - width).as_ref(), &indices, None)?)
             };
-            let columns = match &self.projection {
-                Some(p) => p.iter().map(|&i| column(i)).collect::<Result<Vec<_>>>()?,
-                None => (0..width + tl.batch.num_columns())
-                    .map(column)
-                    .collect::<Result<_>>()?,
-            };
-            let options = RecordBatchOptions::new().with_row_count(Some(n));
-            out.push(RecordBatch::try_new_with_options(
-                Arc::clone(&self.schema),
-                columns,
-                &options,
-            )?);
+            out.push(self.output(n, column)?);
         }
         record_join_time(&self.metrics.join_time, &self.metrics.baseline, start);
         Ok(out)
+    }
+
+    /// An output batch of `n` rows whose column `i` of the join's full
+    /// output (left columns, then right) is `column(i)`, for the columns
+    /// the embedded projection keeps.
+    fn output(
+        &self,
+        n: usize,
+        column: impl Fn(usize) -> Result<ArrayRef>,
+    ) -> Result<RecordBatch> {
+        let width = self.left_schema.fields().len();
+        let columns = match &self.projection {
+            Some(p) => p.iter().map(|&i| column(i)).collect::<Result<Vec<_>>>()?,
+            None => (0..width + self.built.right.timeline.batch.num_columns())
+                .map(column)
+                .collect::<Result<_>>()?,
+        };
+        let options = RecordBatchOptions::new().with_row_count(Some(n));
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            columns,
+            &options,
+        )?)
     }
 
     fn join_batch(&mut self, left: RecordBatch) -> Result<RecordBatch> {
@@ -349,18 +361,7 @@ impl Joiner {
                 take(c.as_ref(), &indices, None)?
             })
         };
-        let columns = match &self.projection {
-            Some(p) => p.iter().map(|&i| column(i)).collect::<Result<Vec<_>>>()?,
-            None => (0..width + tl.batch.num_columns())
-                .map(column)
-                .collect::<Result<_>>()?,
-        };
-        let options = RecordBatchOptions::new().with_row_count(Some(n));
-        let out = RecordBatch::try_new_with_options(
-            Arc::clone(&self.schema),
-            columns,
-            &options,
-        )?;
+        let out = self.output(n, column)?;
         let drop_unmatched = matches!(spec.join_type, JoinType::Inner | JoinType::Right);
         if !drop_unmatched || indices.null_count() == 0 {
             return Ok(out);
