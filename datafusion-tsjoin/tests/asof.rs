@@ -83,6 +83,7 @@ fn reference(
     (forward, strict): (bool, bool),
     tol: Option<i64>,
     nulls_match: bool,
+    pair: bool,
 ) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = left
         .iter()
@@ -92,6 +93,10 @@ fn reference(
                 for (j, r) in right.iter().enumerate() {
                     let Some(rt) = r.1 else { continue };
                     if keyed && (r.2 != l.2 || (!nulls_match && l.2.is_none())) {
+                        continue;
+                    }
+                    // The pair condition `(l.id + r.id) % 3 <> 0`.
+                    if pair && (l.0 + r.0) % 3 == 0 {
                         continue;
                     }
                     let ok = match (forward, strict) {
@@ -184,6 +189,13 @@ async fn run_case(seed: u64) -> usize {
             let duck = tol.is_none() && rng.random_bool(0.35);
             let outer = ["", "LEFT ", "RIGHT ", "FULL OUTER "][rng.random_range(0..4)];
             let sql_eq = rng.random_bool(0.6);
+            // A condition reading both sides picks among the candidates.
+            let pair = rng.random_bool(0.3);
+            let pair_sql = if pair {
+                " AND (l.id + r.id) % 3 <> 0"
+            } else {
+                ""
+            };
             let sql = match m {
                 (forward, strict) if duck => {
                     let op = match (forward, strict) {
@@ -198,13 +210,18 @@ async fn run_case(seed: u64) -> usize {
                         (true, false) => "l.k IS NOT DISTINCT FROM r.k AND ",
                     };
                     format!(
-                        "SELECT l.id, r.id FROM l ASOF {outer}JOIN r ON {key}l.ts {op} r.ts ORDER BY l.id, r.id"
+                        "SELECT l.id, r.id FROM l ASOF {outer}JOIN r ON {key}l.ts {op} r.ts{pair_sql} ORDER BY l.id, r.id"
                     )
                 }
                 (false, strict) if rng.random_bool(0.5) || tol.is_some() => format!(
                     "SELECT l.id, r.id FROM l {} JOIN r {}{tol_sql} ORDER BY l.id",
                     if strict { "LT" } else { "ASOF" },
-                    if keyed { "ON (k)" } else { "" }
+                    match (keyed, pair) {
+                        (true, false) => "ON (k)",
+                        (false, false) => "",
+                        (true, true) => "ON l.k = r.k AND (l.id + r.id) % 3 <> 0",
+                        (false, true) => "ON (l.id + r.id) % 3 <> 0",
+                    }
                 ),
                 (forward, strict) => {
                     let op = match (forward, strict) {
@@ -222,7 +239,9 @@ async fn run_case(seed: u64) -> usize {
             // MATCH_CONDITION takes no TOLERANCE: the reference must not either.
             let tol = if sql.contains("TOLERANCE") { tol } else { None };
             let got = query_rows(&ctx, &sql).await;
-            let mut want = reference(&left, &right, keyed, m, tol, !(duck && sql_eq));
+            let pair = pair && (duck || sql.contains("(l.id + r.id)"));
+            let mut want =
+                reference(&left, &right, keyed, m, tol, !(duck && sql_eq), pair);
             if duck && matches!(outer, "RIGHT " | "FULL OUTER ") {
                 // Then every right row no left row matched, after them.
                 let matched: std::collections::HashSet<&String> =
@@ -368,24 +387,31 @@ async fn plans_round_trip_through_proto() {
     assert_eq!(got, want);
     // DuckDB's inner ASOF JOIN: the row its left-only condition rejects is
     // dropped, on both sides of the round trip; its FULL JOIN adds the
-    // right row nothing matched.
-    for (sql, kind, want) in [
+    // right row nothing matched; a condition on both sides picks among
+    // the candidates.
+    for (sql, shown, want) in [
         (
             "SELECT t.price, p.bid FROM tq t ASOF JOIN pq p ON t.ts >= p.ts AND t.price > 15",
-            "Inner",
+            "join_type=Inner",
             vec![["20", "3"]],
         ),
         (
             "SELECT t.price, p.bid FROM tq t ASOF FULL JOIN pq p ON t.ts >= p.ts AND t.price > 15 \
              ORDER BY t.price, p.bid",
-            "Full",
+            "join_type=Full",
             vec![["10", "NULL"], ["20", "3"], ["NULL", "1"]],
+        ),
+        (
+            "SELECT t.price, p.bid FROM tq t ASOF JOIN pq p ON (t.price + p.bid) > 21.5 \
+             ORDER BY t.price",
+            "pair_filter=",
+            vec![["10", "NULL"], ["20", "3"]],
         ),
     ] {
         assert_eq!(query_rows(&ctx, sql).await, want, "{sql}");
         let back = assert_round_trips(&ctx, sql, "AsofJoinExec").await;
         let line = operator_line(&back, "AsofJoinExec");
-        assert!(line.contains(&format!("join_type={kind}")), "{line}");
+        assert!(line.contains(shown), "{line}");
         let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
         assert_eq!(got, want, "{sql}");
     }

@@ -13,6 +13,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{JoinType, Result, internal_err, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::execution_plan::InvariantLevel;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::{
@@ -217,10 +218,18 @@ impl AsofJoinExec {
         match &self.projection {
             None => (0..self.right.schema().fields().len()).collect(),
             Some(p) => {
+                // The pair filter reads right columns of the candidates too.
+                let read = self
+                    .spec
+                    .pair_filter
+                    .iter()
+                    .flat_map(|f| collect_columns(f).into_iter().map(|c| c.index()));
                 let mut cols: Vec<usize> = p
                     .iter()
-                    .filter(|&&i| i >= left)
-                    .map(|&i| i - left)
+                    .copied()
+                    .chain(read)
+                    .filter(|&i| i >= left)
+                    .map(|i| i - left)
                     .collect();
                 cols.sort_unstable();
                 cols.dedup();
@@ -274,6 +283,9 @@ impl DisplayAs for AsofJoinExec {
                 write!(f, "AsofJoinExec: on=[{}]", on.join(", "))?;
                 if let Some(filter) = &s.left_filter {
                     write!(f, ", left_filter={filter}")?;
+                }
+                if let Some(filter) = &s.pair_filter {
+                    write!(f, ", pair_filter={filter}")?;
                 }
                 write!(
                     f,

@@ -31,6 +31,10 @@ pub struct AsofJoinClause {
     /// `Full` (DuckDB's: also every right row no left row matched, with
     /// NULL left columns, after the left rows).
     pub join_type: JoinType,
+    /// ON conditions reading both sides (over left columns then right
+    /// columns): the match is the latest (forward: earliest) right row
+    /// that also satisfies them.
+    pub pair_filter: Option<Expr>,
 }
 
 /// An ASOF JOIN: every left row once, in left order, followed by the
@@ -91,19 +95,22 @@ impl AsofJoinNode {
     }
 
     /// Rebuilds a node from its inputs and expressions (see
-    /// [`UserDefinedLogicalNodeCore::expressions`] for the layout).
+    /// [`UserDefinedLogicalNodeCore::expressions`] for the layout);
+    /// `filters`: whether the left filter and the pair filter are there.
     pub fn try_from_exprs(
         mut inputs: Vec<LogicalPlan>,
         mut exprs: Vec<Expr>,
         n_keys: usize,
-        has_filter: bool,
+        (has_filter, has_pair_filter): (bool, bool),
         matching: AsofMatch,
         tolerance: Option<Tolerance>,
         join_type: JoinType,
     ) -> Result<Self> {
-        if inputs.len() != 2 || exprs.len() != 2 * n_keys + 2 + usize::from(has_filter) {
+        let n = 2 * n_keys + 2 + usize::from(has_filter) + usize::from(has_pair_filter);
+        if inputs.len() != 2 || exprs.len() != n {
             return internal_err!("AsofJoinNode: wrong number of inputs or expressions");
         }
+        let pair_filter = if has_pair_filter { exprs.pop() } else { None };
         let filter = if has_filter { exprs.pop() } else { None };
         let right_ts = exprs.pop().unwrap();
         let left_ts = exprs.pop().unwrap();
@@ -121,6 +128,7 @@ impl AsofJoinNode {
                 matching,
                 tolerance,
                 join_type,
+                pair_filter,
             },
         )
     }
@@ -150,7 +158,7 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
     }
 
     /// Order: left keys, right keys, left time, right time, then the filter
-    /// if there is one.
+    /// and the pair filter, each if there is one.
     fn expressions(&self) -> Vec<Expr> {
         let c = &self.clause;
         let mut v: Vec<Expr> = c.on.iter().map(|(l, _)| l.clone()).collect();
@@ -158,6 +166,7 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
         v.push(c.left_ts.clone());
         v.push(c.right_ts.clone());
         v.extend(c.filter.iter().cloned());
+        v.extend(c.pair_filter.iter().cloned());
         v
     }
 
@@ -171,6 +180,9 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
         }
         if let Some(filter) = &c.filter {
             write!(f, "filter={filter}, ")?;
+        }
+        if let Some(filter) = &c.pair_filter {
+            write!(f, "pair_filter={filter}, ")?;
         }
         write!(
             f,
@@ -195,7 +207,10 @@ impl UserDefinedLogicalNodeCore for AsofJoinNode {
             inputs,
             exprs,
             self.clause.on.len(),
-            self.clause.filter.is_some(),
+            (
+                self.clause.filter.is_some(),
+                self.clause.pair_filter.is_some(),
+            ),
             self.clause.matching,
             self.clause.tolerance,
             self.clause.join_type,

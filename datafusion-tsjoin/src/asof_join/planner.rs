@@ -58,6 +58,10 @@ impl ExtensionPlanner for AsofJoinPlanner {
             tolerance: c.tolerance,
             left_filter: c.filter.as_ref().map(|f| phys(f, ls)).transpose()?,
             join_type: c.join_type,
+            pair_filter: match &c.pair_filter {
+                Some(f) => Some(phys(f, &ls.join(rs)?)?),
+                None => None,
+            },
         };
         let options = session.config_options();
         let distribution = crate::window_join::DistributionSetting::for_session(

@@ -7,6 +7,7 @@ use super::spec::{AsofJoinSpec, AsofMatch, Tolerance, ToleranceUnit};
 use crate::codec::{decode_projection, encode_projection};
 use crate::temporal::JoinDistribution;
 use crate::window_join::{TimeScale, timestamp_unit};
+use datafusion::arrow::datatypes::Schema;
 use datafusion::common::JoinType;
 use datafusion::common::{DataFusionError, Result, internal_datafusion_err};
 use datafusion::execution::TaskContext;
@@ -42,6 +43,9 @@ struct AsofNodeProto {
     /// before it existed.
     #[prost(string, tag = "7")]
     join_type: String,
+    /// Whether the last expression is the pair filter.
+    #[prost(bool, tag = "8")]
+    has_pair_filter: bool,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -75,6 +79,9 @@ struct AsofExecProto {
     /// The join type; empty (Left) in plans encoded before it existed.
     #[prost(string, tag = "12")]
     join_type: String,
+    /// Over the left columns then the right input's.
+    #[prost(message, optional, tag = "13")]
+    pair_filter: Option<PhysicalExprNode>,
 }
 
 fn err(what: &str) -> DataFusionError {
@@ -126,6 +133,7 @@ pub(crate) fn encode_node(
         tolerance,
         tolerance_unit,
         join_type: n.clause.join_type.to_string(),
+        has_pair_filter: n.clause.pair_filter.is_some(),
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -147,7 +155,7 @@ pub(crate) fn decode_node(
         inputs.to_vec(),
         exprs,
         msg.keys as usize,
-        msg.has_filter,
+        (msg.has_filter, msg.has_pair_filter),
         AsofMatch::parse(&msg.matching).ok_or_else(|| err("match"))?,
         tolerance_of(msg.tolerance, &msg.tolerance_unit)?,
         join_type_of(&msg.join_type)?,
@@ -179,6 +187,7 @@ pub(crate) fn encode_exec(
         projection,
         projected,
         join_type: s.join_type.to_string(),
+        pair_filter: s.pair_filter.as_ref().map(ser).transpose()?,
     };
     crate::codec::encode_message(&msg, buf)
 }
@@ -223,6 +232,19 @@ pub(crate) fn decode_exec(
             .map(|e| parse_physical_expr(e, ctx, &ls, codec))
             .transpose()?,
         join_type: join_type_of(&msg.join_type)?,
+        pair_filter: match &msg.pair_filter {
+            Some(e) => {
+                let joined = Schema::new(
+                    ls.fields()
+                        .iter()
+                        .chain(rs.fields().iter())
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+                Some(parse_physical_expr(e, ctx, &joined, codec)?)
+            }
+            None => None,
+        },
     };
     Ok(Arc::new(
         AsofJoinExec::try_new(Arc::clone(left), Arc::clone(right), Arc::new(spec))?

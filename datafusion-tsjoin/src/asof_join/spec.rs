@@ -211,6 +211,10 @@ pub struct AsofJoinSpec {
     /// Which rows without a match are emitted (see
     /// [`AsofJoinClause::join_type`](super::AsofJoinClause::join_type)).
     pub join_type: JoinType,
+    /// ON conditions reading both sides, over the left columns then the
+    /// right input's (see
+    /// [`AsofJoinClause::pair_filter`](super::AsofJoinClause::pair_filter)).
+    pub pair_filter: Option<Arc<dyn PhysicalExpr>>,
 }
 
 impl AsofJoinSpec {
@@ -220,6 +224,7 @@ impl AsofJoinSpec {
         v.push(&self.left_ts);
         v.push(&self.right_ts);
         v.extend(self.left_filter.iter());
+        v.extend(self.pair_filter.iter());
         v
     }
 }

@@ -15,11 +15,11 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::{filter_record_batch, take};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, JoinType, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
+use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -161,6 +161,15 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
 
+/// A left row's current candidate under a pair filter: position `p` in
+/// key group `g`'s time-ordered slice of the per-key index.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    row: usize,
+    g: u32,
+    p: usize,
+}
+
 /// Matches the batches of one left partition, in order.
 struct Joiner {
     built: Arc<Built>,
@@ -218,6 +227,75 @@ impl Joiner {
         }
         record_join_time(&self.metrics.join_time, &self.metrics.baseline, start);
         Ok(out)
+    }
+
+    /// Under a pair filter, each left row's match among its candidates:
+    /// starting from the nearest (`candidates`), in rounds, each round one
+    /// joined batch of every undecided row's current candidate with the
+    /// filter evaluated over it; a row whose candidate fails moves one
+    /// further back (forward: on) in its group, until one passes, the
+    /// group ends, or `within(row, time)` (the tolerance) fails. Returns
+    /// (left row, right row) for the rows that found one.
+    fn pair_matches(
+        &self,
+        left: &RecordBatch,
+        filter: &Arc<dyn PhysicalExpr>,
+        mut pending: Vec<Candidate>,
+        forward: bool,
+        within: impl Fn(usize, i64) -> bool,
+    ) -> Result<Vec<(usize, u32)>> {
+        let tl = &self.built.right.timeline;
+        let fields: Vec<FieldRef> = left
+            .schema()
+            .fields()
+            .iter()
+            .chain(tl.batch.schema().fields().iter())
+            .cloned()
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let mut found = vec![];
+        loop {
+            pending.retain(|c| within(c.row, tl.group_slice(c.g).1[c.p]));
+            if pending.is_empty() {
+                return Ok(found);
+            }
+            let n = pending.len();
+            let li = UInt32Array::from_iter_values(pending.iter().map(|c| c.row as u32));
+            let ri = UInt32Array::from_iter_values(
+                pending.iter().map(|c| tl.group_slice(c.g).0[c.p]),
+            );
+            let mut columns = vec![];
+            for c in left.columns() {
+                columns.push(take(c.as_ref(), &li, None)?);
+            }
+            for c in tl.batch.columns() {
+                columns.push(take(c.as_ref(), &ri, None)?);
+            }
+            let options = RecordBatchOptions::new().with_row_count(Some(n));
+            let batch = RecordBatch::try_new_with_options(
+                Arc::clone(&schema),
+                columns,
+                &options,
+            )?;
+            let pass = filter.evaluate(&batch)?.into_array(n)?;
+            let pass = pass.as_boolean();
+            let mut next = Vec::with_capacity(n);
+            for (k, c) in pending.into_iter().enumerate() {
+                if pass.is_valid(k) && pass.value(k) {
+                    found.push((c.row, ri.value(k)));
+                    continue;
+                }
+                let p = if forward {
+                    c.p + 1
+                } else {
+                    c.p.wrapping_sub(1)
+                };
+                if p < tl.group_slice(c.g).1.len() {
+                    next.push(Candidate { p, ..c });
+                }
+            }
+            pending = next;
+        }
     }
 
     /// An output batch of `n` rows whose column `i` of the join's full
@@ -283,7 +361,9 @@ impl Joiner {
         };
         let times = lt.values();
         let first = lt.iter().flatten().next();
+        // A pair filter tries candidates one after another: the index path.
         let merge = !forward
+            && spec.pair_filter.is_none()
             && array_is_non_decreasing(&lt)
             && first.is_none_or(|t| self.cursor.accepts(t));
         // The output's right-row positions, written in place (0 where no
@@ -326,15 +406,37 @@ impl Joiner {
         } else {
             self.metrics.index_rows.add(n);
             self.built.right.ensure_index()?;
+            let mut candidates = vec![];
             for (i, &g) in groups.iter().enumerate() {
                 let Some(g) = g else { continue };
                 if !looks.value(i) {
                     continue;
                 }
                 let t = times[i];
-                if let Some((r, rt)) = tl.lookup(g, t, forward, strict)
+                if spec.pair_filter.is_some() {
+                    // The nearest candidate's position in the group.
+                    let ts = tl.group_slice(g).1;
+                    let pp = ts.partition_point(|&x| match (forward, strict) {
+                        (false, false) | (true, true) => x <= t,
+                        (false, true) | (true, false) => x < t,
+                    });
+                    let p = if forward { Some(pp) } else { pp.checked_sub(1) };
+                    if let Some(p) = p.filter(|&p| p < ts.len()) {
+                        candidates.push(Candidate { row: i, g, p });
+                    }
+                } else if let Some((r, rt)) = tl.lookup(g, t, forward, strict)
                     && within(t, rt)
                 {
+                    rows[i] = r;
+                    valid.set_bit(i, true);
+                }
+            }
+            if let Some(filter) = &spec.pair_filter {
+                let found =
+                    self.pair_matches(&left, filter, candidates, forward, |i, rt| {
+                        within(times[i], rt)
+                    })?;
+                for (i, r) in found {
                     rows[i] = r;
                     valid.set_bit(i, true);
                 }

@@ -1021,6 +1021,12 @@ impl AsofJoinRelationPlanner {
             }
         };
         check_keys_not_designated("ASOF/LT JOIN", &keys, &left_ts, &right_ts)?;
+        // Conditions reading both sides pick among the candidates: the
+        // match is the latest (forward: earliest) right row that also
+        // satisfies them (DuckDB's rule).
+        let (pair, rest): (Vec<Expr>, Vec<Expr>) = rest
+            .into_iter()
+            .partition(|c| side_of(c, &ls, &rs) == Side::Both);
         let (left_only, right_only) = split_one_side_conditions(
             "ASOF JOIN ON supports equality keys, one time inequality",
             rest,
@@ -1050,6 +1056,7 @@ impl AsofJoinRelationPlanner {
             Arc::new(right),
             AsofJoinClause {
                 join_type,
+                pair_filter: conjunction(pair),
                 on: keys,
                 filter: conjunction(left_only),
                 left_ts,
