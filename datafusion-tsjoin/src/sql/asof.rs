@@ -923,6 +923,8 @@ impl AsofJoinRelationPlanner {
         // USING's last column (DuckDB), else the designated timestamps.
         let mut explicit = None;
         let mut duckdb = false;
+        // DuckDB's: the ON condition that is the time match.
+        let mut time_condition = None;
         if let Some((l, r)) = using_time {
             duckdb = true;
             explicit = Some(duckdb_times(l, r, &ls, &rs, AsofMatch::ASOF)?);
@@ -939,14 +941,21 @@ impl AsofJoinRelationPlanner {
                 .filter(|(_, c)| is_time_match(c, &ls, &rs))
                 .map(|(i, _)| i)
                 .collect();
-            if found.len() > 1 {
-                return plan_err!(
-                    "ASOF JOIN ON takes at most one inequality between the two sides"
-                );
-            }
-            if let Some(&i) = found.first() {
-                let (l, r, m) =
-                    time_match(&rest.remove(i), &ls, &rs).expect("found as a time match");
+            // Several: the first between times (or dates) is the match, else
+            // the first; the others stay conditions on both sides.
+            let is_time = |i: &usize| {
+                time_match(&rest[*i], &ls, &rs)
+                    .is_some_and(|(l, _, _)| order_class(&l, &ls) == Some(0))
+            };
+            let chosen = found
+                .iter()
+                .copied()
+                .find(is_time)
+                .or(found.first().copied());
+            if let Some(i) = chosen {
+                let c = rest.remove(i);
+                let (l, r, m) = time_match(&c, &ls, &rs).expect("found as a time match");
+                time_condition = Some(c);
                 duckdb = true;
                 sql_keys = true;
                 explicit = Some(duckdb_times(l, r, &ls, &rs, m)?);
@@ -985,7 +994,10 @@ impl AsofJoinRelationPlanner {
                                     );
                                 }
                             }
-                            c if is_time_match(c, &ls, &rs) => {}
+                            c if Some(c) == time_condition.as_ref() => {
+                                // Only the first such conjunct is the match.
+                                time_condition = None;
+                            }
                             c => sql_rest.push(c.clone()),
                         }
                     }
