@@ -517,6 +517,20 @@ fn relation_columns(
     }
 }
 
+/// The columns an ASOF join's `USING (...)` names (normalised), if any.
+fn using_columns(join: &Join) -> Vec<String> {
+    match &join.join_operator {
+        JoinOperator::AsOf {
+            constraint: ast::JoinConstraint::Using(names),
+            ..
+        } if is_asof(join) => names
+            .iter()
+            .filter_map(|n| n.0.last().and_then(|p| p.as_ident()).map(norm))
+            .collect(),
+        _ => vec![],
+    }
+}
+
 /// `SELECT *` over ASOF joins lists every relation's columns, naming a
 /// column whose name an earlier relation already used `name1` (`name2`,
 /// ... if that is taken too), as QuestDB does. Left as `*` when some
@@ -529,13 +543,17 @@ fn expand_wildcard(select: &mut Select, columns: &HashMap<String, Vec<String>>) 
     {
         return;
     }
-    let mut rels = vec![];
+    let mut rels: Vec<(Ident, Vec<String>)> = vec![];
     for twj in &select.from {
-        for r in
-            std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation))
-        {
+        let joined = twj.joins.iter().map(|j| (&j.relation, using_columns(j)));
+        for (r, using) in std::iter::once((&twj.relation, vec![])).chain(joined) {
             match relation_columns(r, columns) {
-                Some(rc) => rels.push(rc),
+                // DuckDB's USING shows its columns once, from the left.
+                Some((q, cols)) => {
+                    let kept: Vec<String> =
+                        cols.into_iter().filter(|c| !using.contains(c)).collect();
+                    rels.push((q, kept));
+                }
                 None => return,
             }
         }
