@@ -83,7 +83,7 @@ fn reference(
     (forward, strict): (bool, bool),
     tol: Option<i64>,
     nulls_match: bool,
-    pair: bool,
+    pair: Option<i64>,
 ) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = left
         .iter()
@@ -95,8 +95,13 @@ fn reference(
                     if keyed && (r.2 != l.2 || (!nulls_match && l.2.is_none())) {
                         continue;
                     }
-                    // The pair condition `(l.id + r.id) % 3 <> 0`.
-                    if pair && (l.0 + r.0) % 3 == 0 {
+                    // The pair condition: `(l.id + r.id) % 3 <> 0` (most
+                    // candidates pass) or `% 7 = 0` (most fail).
+                    let passes = |m: i64| match m {
+                        3 => (l.0 + r.0) % 3 != 0,
+                        m => (l.0 + r.0) % m == 0,
+                    };
+                    if pair.is_some_and(|m| !passes(m)) {
                         continue;
                     }
                     let ok = match (forward, strict) {
@@ -191,10 +196,15 @@ async fn run_case(seed: u64) -> usize {
             let sql_eq = rng.random_bool(0.6);
             // A condition reading both sides picks among the candidates.
             let pair = rng.random_bool(0.3);
-            let pair_sql = if pair {
-                " AND (l.id + r.id) % 3 <> 0"
+            let (modulus, pair_cond) = if rng.random_bool(0.5) {
+                (3, "(l.id + r.id) % 3 <> 0")
             } else {
-                ""
+                (7, "(l.id + r.id) % 7 = 0")
+            };
+            let pair_sql = if pair {
+                format!(" AND {pair_cond}")
+            } else {
+                String::new()
             };
             let sql = match m {
                 (forward, strict) if duck => {
@@ -217,10 +227,10 @@ async fn run_case(seed: u64) -> usize {
                     "SELECT l.id, r.id FROM l {} JOIN r {}{tol_sql} ORDER BY l.id",
                     if strict { "LT" } else { "ASOF" },
                     match (keyed, pair) {
-                        (true, false) => "ON (k)",
-                        (false, false) => "",
-                        (true, true) => "ON l.k = r.k AND (l.id + r.id) % 3 <> 0",
-                        (false, true) => "ON (l.id + r.id) % 3 <> 0",
+                        (true, false) => "ON (k)".to_string(),
+                        (false, false) => String::new(),
+                        (true, true) => format!("ON l.k = r.k AND {pair_cond}"),
+                        (false, true) => format!("ON {pair_cond}"),
                     }
                 ),
                 (forward, strict) => {
@@ -239,7 +249,8 @@ async fn run_case(seed: u64) -> usize {
             // MATCH_CONDITION takes no TOLERANCE: the reference must not either.
             let tol = if sql.contains("TOLERANCE") { tol } else { None };
             let got = query_rows(&ctx, &sql).await;
-            let pair = pair && (duck || sql.contains("(l.id + r.id)"));
+            let pair =
+                (pair && (duck || sql.contains("(l.id + r.id)"))).then_some(modulus);
             let mut want =
                 reference(&left, &right, keyed, m, tol, !(duck && sql_eq), pair);
             if duck && matches!(outer, "RIGHT " | "FULL OUTER ") {

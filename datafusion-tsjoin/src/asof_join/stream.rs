@@ -18,9 +18,11 @@ use datafusion::arrow::compute::{filter_record_batch, take};
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, JoinType, Result};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt, stream};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -161,6 +163,9 @@ pub(super) fn asof_join_stream(args: StreamArgs) -> SendableRecordBatchStream {
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
 
+/// Candidates a round of [`Joiner::pair_matches`] tries per row at most.
+const MAX_ROUND_WIDTH: usize = 256;
+
 /// A left row's current candidate under a pair filter: position `p` in
 /// key group `g`'s time-ordered slice of the per-key index.
 #[derive(Debug, Clone, Copy)]
@@ -230,12 +235,15 @@ impl Joiner {
     }
 
     /// Under a pair filter, each left row's match among its candidates:
-    /// starting from the nearest (`candidates`), in rounds, each round one
-    /// joined batch of every undecided row's current candidate with the
-    /// filter evaluated over it; a row whose candidate fails moves one
-    /// further back (forward: on) in its group, until one passes, the
-    /// group ends, or `within(row, time)` (the tolerance) fails. Returns
-    /// (left row, right row) for the rows that found one.
+    /// starting from the nearest (`candidates`), in rounds. Each round
+    /// takes, for every undecided row, its next `width` candidates (1 in
+    /// the first round, four times more each round after, at most
+    /// [`MAX_ROUND_WIDTH`]: most rows take the nearest, the rest should
+    /// not cost a round per candidate) within its group and within
+    /// `within(row, time)` (the tolerance), evaluates the filter over one
+    /// joined batch of them (only the columns it reads gathered), and
+    /// keeps each row's nearest passing one. Returns (left row, right row)
+    /// for the rows that found one.
     fn pair_matches(
         &self,
         left: &RecordBatch,
@@ -252,24 +260,49 @@ impl Joiner {
             .chain(tl.batch.schema().fields().iter())
             .cloned()
             .collect();
+        let read: HashSet<usize> = collect_columns(filter)
+            .into_iter()
+            .map(|c| c.index())
+            .collect();
         let schema = Arc::new(Schema::new(fields));
         let mut found = vec![];
-        loop {
-            pending.retain(|c| within(c.row, tl.group_slice(c.g).1[c.p]));
-            if pending.is_empty() {
-                return Ok(found);
+        let mut width = 1;
+        while !pending.is_empty() {
+            // Each row's next candidates, nearest first: (pending index,
+            // position in its group).
+            let mut tried: Vec<(usize, usize)> = vec![];
+            for (k, c) in pending.iter().enumerate() {
+                let ts = tl.group_slice(c.g).1;
+                for step in 0..width {
+                    let p = if forward {
+                        c.p + step
+                    } else {
+                        c.p.wrapping_sub(step)
+                    };
+                    if p >= ts.len() || !within(c.row, ts[p]) {
+                        break;
+                    }
+                    tried.push((k, p));
+                }
             }
-            let n = pending.len();
-            let li = UInt32Array::from_iter_values(pending.iter().map(|c| c.row as u32));
+            let n = tried.len();
+            let li = UInt32Array::from_iter_values(
+                tried.iter().map(|&(k, _)| pending[k].row as u32),
+            );
             let ri = UInt32Array::from_iter_values(
-                pending.iter().map(|c| tl.group_slice(c.g).0[c.p]),
+                tried
+                    .iter()
+                    .map(|&(k, p)| tl.group_slice(pending[k].g).0[p]),
             );
             let mut columns = vec![];
-            for c in left.columns() {
-                columns.push(take(c.as_ref(), &li, None)?);
-            }
-            for c in tl.batch.columns() {
-                columns.push(take(c.as_ref(), &ri, None)?);
+            let sides = left.columns().iter().map(|c| (c, &li));
+            let sides = sides.chain(tl.batch.columns().iter().map(|c| (c, &ri)));
+            for (i, (c, at)) in sides.enumerate() {
+                columns.push(if read.contains(&i) {
+                    take(c.as_ref(), at, None)?
+                } else {
+                    new_null_array(c.data_type(), n)
+                });
             }
             let options = RecordBatchOptions::new().with_row_count(Some(n));
             let batch = RecordBatch::try_new_with_options(
@@ -279,23 +312,36 @@ impl Joiner {
             )?;
             let pass = filter.evaluate(&batch)?.into_array(n)?;
             let pass = pass.as_boolean();
-            let mut next = Vec::with_capacity(n);
-            for (k, c) in pending.into_iter().enumerate() {
-                if pass.is_valid(k) && pass.value(k) {
-                    found.push((c.row, ri.value(k)));
-                    continue;
+            let mut done = vec![false; pending.len()];
+            let mut last = vec![None; pending.len()];
+            for (t, &(k, p)) in tried.iter().enumerate() {
+                last[k] = Some(p);
+                if !done[k] && pass.is_valid(t) && pass.value(t) {
+                    done[k] = true;
+                    found.push((pending[k].row, ri.value(t)));
                 }
-                let p = if forward {
-                    c.p + 1
-                } else {
-                    c.p.wrapping_sub(1)
-                };
-                if p < tl.group_slice(c.g).1.len() {
-                    next.push(Candidate { p, ..c });
+            }
+            // A row with no passing candidate goes on after its last one
+            // (none tried: out of its group or past the tolerance).
+            let mut next = Vec::with_capacity(pending.len());
+            for (k, c) in pending.into_iter().enumerate() {
+                if let (false, Some(p)) = (done[k], last[k])
+                    && p == if forward {
+                        c.p + width - 1
+                    } else {
+                        c.p.wrapping_sub(width - 1)
+                    }
+                {
+                    let p = if forward { p + 1 } else { p.wrapping_sub(1) };
+                    if p < tl.group_slice(c.g).1.len() {
+                        next.push(Candidate { p, ..c });
+                    }
                 }
             }
             pending = next;
+            width = (width * 4).min(MAX_ROUND_WIDTH);
         }
+        Ok(found)
     }
 
     /// An output batch of `n` rows whose column `i` of the join's full
