@@ -253,12 +253,13 @@ impl Joiner {
         within: impl Fn(usize, i64) -> bool,
     ) -> Result<Vec<(usize, u32)>> {
         let tl = &self.built.right.timeline;
+        // Nullable: the columns the filter does not read are all NULL.
         let fields: Vec<FieldRef> = left
             .schema()
             .fields()
             .iter()
             .chain(tl.batch.schema().fields().iter())
-            .cloned()
+            .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
             .collect();
         let read: HashSet<usize> = collect_columns(filter)
             .into_iter()
