@@ -1,7 +1,7 @@
 //! [`AsofJoinExec`]: the physical ASOF / LT JOIN operator.
 
 use super::metrics::AsofJoinMetrics;
-use super::spec::{AsofDirection, AsofJoinSpec};
+use super::spec::{AsofDirection, AsofJoinSpec, emits_unmatched_right};
 use super::stream::{SharedState, StreamArgs, asof_join_stream};
 use crate::temporal::{
     JoinDistribution, KeyedRight, TemporalDistribution, combined_projection,
@@ -86,7 +86,7 @@ impl AsofJoinExec {
         }
         check_keys(&spec, &left.schema(), &right.schema())?;
         // Right and Full emit right rows without a left one.
-        let left_nullable = matches!(spec.join_type, JoinType::Right | JoinType::Full);
+        let left_nullable = emits_unmatched_right(spec.join_type);
         let mut fields: Vec<FieldRef> = left
             .schema()
             .fields()
@@ -431,7 +431,7 @@ fn right_rows_unordered(
     schema: &SchemaRef,
     join_type: JoinType,
 ) -> PlanProperties {
-    if !matches!(join_type, JoinType::Right | JoinType::Full) {
+    if !emits_unmatched_right(join_type) {
         return props;
     }
     let n = props.output_partitioning().partition_count();

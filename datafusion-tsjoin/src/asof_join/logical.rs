@@ -68,7 +68,7 @@ impl AsofJoinNode {
         clause: AsofJoinClause,
     ) -> Result<Self> {
         // Right and Full emit right rows without a left one.
-        let left_nullable = matches!(clause.join_type, JoinType::Right | JoinType::Full);
+        let left_nullable = super::spec::emits_unmatched_right(clause.join_type);
         let mut fields: Vec<_> = left
             .schema()
             .iter()

@@ -26,4 +26,5 @@ mod stream;
 pub use exec::AsofJoinExec;
 pub use logical::{AsofJoinClause, AsofJoinNode};
 pub use planner::AsofJoinPlanner;
+pub(crate) use spec::emits_unmatched_right;
 pub use spec::{AsofDirection, AsofJoinSpec, AsofMatch, Tolerance, ToleranceUnit};

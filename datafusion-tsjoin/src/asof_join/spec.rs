@@ -188,6 +188,18 @@ impl fmt::Display for Tolerance {
     }
 }
 
+/// Whether a join of `join_type` emits the right rows no left row matched
+/// (after the left ones, with NULL left columns): Right and Full.
+pub(crate) fn emits_unmatched_right(join_type: JoinType) -> bool {
+    matches!(join_type, JoinType::Right | JoinType::Full)
+}
+
+/// Whether a join of `join_type` emits the left rows that found no match
+/// (with NULL right columns): Left (QuestDB's ASOF JOIN) and Full.
+pub(crate) fn emits_unmatched_left(join_type: JoinType) -> bool {
+    matches!(join_type, JoinType::Left | JoinType::Full)
+}
+
 /// What an [`AsofJoinExec`](super::AsofJoinExec) evaluates.
 #[derive(Debug, Clone)]
 pub struct AsofJoinSpec {

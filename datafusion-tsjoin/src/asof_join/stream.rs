@@ -4,7 +4,9 @@
 //! index otherwise.
 
 use super::metrics::AsofJoinMetrics;
-use super::spec::{AsofDirection, AsofJoinSpec};
+use super::spec::{
+    AsofDirection, AsofJoinSpec, emits_unmatched_left, emits_unmatched_right,
+};
 use crate::temporal::{
     BuiltTimeline, Found, MergeCursor, SharedBuild, array_is_non_decreasing, key_arrays,
     record_join_time, tick_array,
@@ -14,9 +16,9 @@ use datafusion::arrow::array::{
     RecordBatchOptions, UInt32Array, new_null_array,
 };
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
-use datafusion::arrow::compute::{filter_record_batch, take};
+use datafusion::arrow::compute::{filter, filter_record_batch, take};
 use datafusion::arrow::datatypes::{FieldRef, Schema, SchemaRef};
-use datafusion::common::{DataFusionError, JoinType, Result};
+use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -88,7 +90,7 @@ async fn build(
     metrics
         .right_sorted
         .set(usize::from(built.timeline.arrived_sorted));
-    let matched = if matches!(spec.join_type, JoinType::Right | JoinType::Full) {
+    let matched = if emits_unmatched_right(spec.join_type) {
         let words = built.timeline.batch.num_rows().div_ceil(64);
         built.try_grow(words * 8)?;
         (0..words).map(|_| AtomicU64::new(0)).collect()
@@ -202,7 +204,7 @@ impl Joiner {
     /// from the last partition sharing the right side to finish (nothing
     /// from the others, nor for other join types).
     fn unmatched_right(&mut self) -> Result<Vec<RecordBatch>> {
-        if !matches!(self.spec.join_type, JoinType::Right | JoinType::Full) {
+        if !emits_unmatched_right(self.spec.join_type) {
             return Ok(vec![]);
         }
         // AcqRel: the last to finish sees every other partition's bits.
@@ -462,13 +464,7 @@ impl Joiner {
                 let t = times[i];
                 if spec.pair_filter.is_some() {
                     // The nearest candidate's position in the group.
-                    let ts = tl.group_slice(g).1;
-                    let pp = ts.partition_point(|&x| match (forward, strict) {
-                        (false, false) | (true, true) => x <= t,
-                        (false, true) | (true, false) => x < t,
-                    });
-                    let p = if forward { Some(pp) } else { pp.checked_sub(1) };
-                    if let Some(p) = p.filter(|&p| p < ts.len()) {
+                    if let Some(p) = tl.lookup_position(g, t, forward, strict) {
                         candidates.push(Candidate { row: i, g, p });
                     }
                 } else if let Some((r, rt)) = tl.lookup(g, t, forward, strict)
@@ -496,8 +492,19 @@ impl Joiner {
                 self.built.matched[r / 64].fetch_or(1 << (r % 64), Ordering::Relaxed);
             }
         }
-        let none = nulls.null_count() == n;
-        let indices = UInt32Array::new(rows.into(), Some(nulls));
+        let mut indices = UInt32Array::new(rows.into(), Some(nulls));
+        let (mut left, mut n) = (left, n);
+        let unmatched = indices.nulls().filter(|m| m.null_count() > 0).cloned();
+        if let Some(matched) = unmatched.filter(|_| !emits_unmatched_left(spec.join_type))
+        {
+            // Inner and Right joins keep the left rows that found a match:
+            // dropped before anything is gathered for them.
+            let matched = BooleanArray::new(matched.into_inner(), None);
+            left = filter_record_batch(&left, &matched)?;
+            indices = filter(&indices, &matched)?.as_primitive().clone();
+            n = indices.len();
+        }
+        let none = indices.null_count() == n;
         let width = left.num_columns();
         let column = |i: usize| -> Result<ArrayRef> {
             if i < width {
@@ -510,18 +517,6 @@ impl Joiner {
                 take(c.as_ref(), &indices, None)?
             })
         };
-        let out = self.output(n, column)?;
-        let drop_unmatched = matches!(spec.join_type, JoinType::Inner | JoinType::Right);
-        if !drop_unmatched || indices.null_count() == 0 {
-            return Ok(out);
-        }
-        // Inner and Right joins keep the left rows that found a match.
-        let matched = BooleanArray::new(
-            indices
-                .nulls()
-                .map_or_else(|| BooleanBuffer::new_set(n), |v| v.inner().clone()),
-            None,
-        );
-        Ok(filter_record_batch(&out, &matched)?)
+        self.output(n, column)
     }
 }

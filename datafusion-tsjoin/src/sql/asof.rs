@@ -888,7 +888,6 @@ impl AsofJoinRelationPlanner {
         };
         // DuckDB's USING: the last column is the time (`>=`).
         let mut using_time = None;
-        let mut sql_keys = false;
         let constraint = match constraint {
             ast::JoinConstraint::Using(mut names)
                 if kind == "asof" && condition.is_none() =>
@@ -911,7 +910,6 @@ impl AsofJoinRelationPlanner {
                         })
                 };
                 using_time = Some((col(&ls, "left")?, col(&rs, "right")?));
-                sql_keys = true;
                 ast::JoinConstraint::Using(names)
             }
             c => c,
@@ -975,7 +973,6 @@ impl AsofJoinRelationPlanner {
                 let (l, r, m) = time_match(&c, &ls, &rs).expect("found as a time match");
                 time_condition = Some(c);
                 duckdb = true;
-                sql_keys = true;
                 explicit = Some(duckdb_times(l, r, &ls, &rs, m)?);
             }
         }
@@ -986,7 +983,7 @@ impl AsofJoinRelationPlanner {
         // left-only ON conditions); the right rows with a NULL there could
         // only match such a row, so they need no filter (one would also
         // reorder the right side's ties).
-        if duckdb && sql_keys {
+        if duckdb {
             match on_written {
                 Some(e) => {
                     let mut sql_rest = vec![];
@@ -1070,8 +1067,7 @@ impl AsofJoinRelationPlanner {
             (false, None) => JoinType::Left,
             (true, None) => JoinType::Inner,
         };
-        if matches!(join_type, JoinType::Right | JoinType::Full) && !right_only.is_empty()
-        {
+        if crate::asof_join::emits_unmatched_right(join_type) && !right_only.is_empty() {
             return plan_err!(
                 "ASOF {} JOIN does not support ON conditions on the right side only",
                 join_type.to_string().to_uppercase()

@@ -682,15 +682,28 @@ impl Timeline {
         forward: bool,
         strict: bool,
     ) -> Option<(u32, i64)> {
-        let ix = self.index();
-        let (a, b) = (ix.offsets[g as usize], ix.offsets[g as usize + 1]);
-        let ts = &ix.ts[a..b];
+        let p = self.lookup_position(g, t, forward, strict)?;
+        let (rows, ts) = self.group_slice(g);
+        Some((rows[p], ts[p]))
+    }
+
+    /// [`Self::lookup`]'s answer as a position in group `g`'s slice
+    /// ([`Self::group_slice`]), from which the next candidates further
+    /// back (forward: on) are the neighbouring positions.
+    pub(crate) fn lookup_position(
+        &self,
+        g: u32,
+        t: i64,
+        forward: bool,
+        strict: bool,
+    ) -> Option<usize> {
+        let ts = self.group_slice(g).1;
         if forward {
             let i = ts.partition_point(|&x| if strict { x <= t } else { x < t });
-            (i < ts.len()).then(|| (ix.rows[a + i], ts[i]))
+            (i < ts.len()).then_some(i)
         } else {
             let i = ts.partition_point(|&x| if strict { x < t } else { x <= t });
-            (i > 0).then(|| (ix.rows[a + i - 1], ts[i - 1]))
+            i.checked_sub(1)
         }
     }
 }
