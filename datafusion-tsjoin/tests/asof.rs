@@ -423,6 +423,10 @@ async fn plans_round_trip_through_proto() {
         let back = assert_round_trips(&ctx, sql, "AsofJoinExec").await;
         let line = operator_line(&back, "AsofJoinExec");
         assert!(line.contains(shown), "{line}");
+        // A pair filter always tries candidates in the per-key index.
+        if shown == "pair_filter=" {
+            assert!(line.contains("path=index (candidates"), "{line}");
+        }
         let got = cells(&collect(back, ctx.task_ctx()).await.unwrap());
         assert_eq!(got, want, "{sql}");
     }

@@ -253,6 +253,10 @@ impl AsofJoinExec {
         if self.spec.matching.direction == AsofDirection::Forward {
             return "index".to_string();
         }
+        if self.spec.pair_filter.is_some() {
+            return "index (candidates tried in rounds under the pair filter)"
+                .to_string();
+        }
         let known = |p: &Arc<dyn ExecutionPlan>, ts| {
             if crate::temporal::ordered_by(p, ts) {
                 "known"
