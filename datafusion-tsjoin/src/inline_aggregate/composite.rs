@@ -4,12 +4,15 @@
 //! Low-cardinality multi-column keys (TPC-H Q1's flag and status, a region
 //! and a device model) are the common case: each column's table stays tiny
 //! and a tuple's id is one array index per extra column, where a general
-//! multi-column table hashes and compares every column of every row. Wide
-//! tuples (a pair table over [`MAX_PAIR_SLOTS`]) are left to DataFusion's
+//! multi-column table hashes and compares every column of every row. A
+//! level whose direct table would pass [`MAX_PAIR_SLOTS`] (a truck's name
+//! and driver paired with its ten-minute buckets) hashes its pairs instead
+//! ([`IntKeys`] over `a << 32 | b`); many groups are left to DataFusion's
 //! table (the caller switches).
 
 use super::accumulate::count_ids;
 use super::group_keys::GroupKeys;
+use super::int_map::IntKeys;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::DataType;
@@ -22,7 +25,8 @@ const EMPTY: u32 = u32::MAX;
 
 /// `(a, b)` → dense id, directly indexed by `a << shift | b`. Both sides
 /// are dense codes, so the table is as large as the product of their
-/// cardinalities (rounded up to powers of two).
+/// cardinalities (rounded up to powers of two); past [`MAX_PAIR_SLOTS`] the
+/// pairs are hashed instead (`hashed`), keeping their ids.
 #[derive(Debug, Default)]
 struct PairTable {
     slots: Vec<u32>,
@@ -30,12 +34,25 @@ struct PairTable {
     shift: u32,
     /// The pair of each id.
     pairs: Vec<(u32, u32)>,
+    /// Once the direct table would be too large: `a << 32 | b` → id, and
+    /// `slots` freed.
+    hashed: Option<IntKeys>,
+    /// This batch's `a << 32 | b` (hashed only).
+    packed: Vec<i64>,
+}
+
+/// A pair as one hashed key.
+fn pack(a: u32, b: u32) -> i64 {
+    ((a as u64) << 32 | b as u64) as i64
 }
 
 impl PairTable {
-    /// Makes room for `a < a_len` and `b < b_len`; false when that needs
-    /// more than [`MAX_PAIR_SLOTS`].
-    fn prepare(&mut self, a_len: usize, b_len: usize) -> bool {
+    /// Makes room for `a < a_len` and `b < b_len`, turning hashed when the
+    /// direct table would need more than [`MAX_PAIR_SLOTS`].
+    fn prepare(&mut self, a_len: usize, b_len: usize) {
+        if self.hashed.is_some() {
+            return;
+        }
         let shift = b_len
             .max(1)
             .next_power_of_two()
@@ -45,9 +62,15 @@ impl PairTable {
             .max(1)
             .next_power_of_two()
             .max(self.slots.len() >> self.shift);
-        let size = a_cap << shift;
+        let size = a_cap.saturating_mul(1 << shift);
         if size > MAX_PAIR_SLOTS {
-            return false;
+            // Re-interned in id order, each pair keeps its id.
+            let mut keys = IntKeys::default();
+            let packed: Vec<i64> = self.pairs.iter().map(|&(a, b)| pack(a, b)).collect();
+            keys.assign_expecting(&packed, None, &mut vec![], 0);
+            self.hashed = Some(keys);
+            self.slots = vec![];
+            return;
         }
         if size > self.slots.len() {
             self.slots = vec![EMPTY; size];
@@ -56,12 +79,24 @@ impl PairTable {
                 self.slots[((a as usize) << shift) | b as usize] = id as u32;
             }
         }
-        true
     }
 
     /// The id of each `(a[i], b[i])` into `out` (replaced); new pairs get
     /// the next ids.
     fn intern(&mut self, a: &[u32], b: &[u32], out: &mut Vec<u32>) {
+        if let Some(keys) = &mut self.hashed {
+            self.packed.clear();
+            self.packed
+                .extend(a.iter().zip(b).map(|(&x, &y)| pack(x, y)));
+            keys.assign_expecting(&self.packed, None, out, 0);
+            // New ids come in order of first appearance.
+            for (&id, (&x, &y)) in out.iter().zip(a.iter().zip(b)) {
+                if id as usize == self.pairs.len() {
+                    self.pairs.push((x, y));
+                }
+            }
+            return;
+        }
         out.clear();
         out.reserve(a.len());
         for (&x, &y) in a.iter().zip(b) {
@@ -122,56 +157,61 @@ impl Composite {
             + self
                 .levels
                 .iter()
-                .map(|l| l.slots.capacity() * 4 + l.pairs.capacity() * 8)
+                .map(|l| {
+                    l.slots.capacity() * 4
+                        + l.pairs.capacity() * 8
+                        + l.packed.capacity() * 8
+                        + l.hashed.as_ref().map_or(0, IntKeys::memory_size)
+                })
                 .sum::<usize>()
             + self.scratch.iter().map(|c| c.capacity() * 4).sum::<usize>()
     }
 
     /// Each row's group id and, when `counts` is given, the rows per group
-    /// (as [`GroupKeys::assign`]). False, with no group touched, when a pair
-    /// table would grow past [`MAX_PAIR_SLOTS`].
+    /// (as [`GroupKeys::assign`]).
     pub(crate) fn intern(
         &mut self,
         keys: &[ArrayRef],
         ids: &mut Vec<u32>,
         counts: Option<&mut Vec<u64>>,
         rows: usize,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         if self.intern_known_pair(keys, ids) {
             if let Some(counts) = counts {
                 counts.resize(self.len(), 0);
                 count_ids(ids, counts);
             }
-            return Ok(true);
+            return Ok(());
         }
-        self.intern_with(keys[0].len(), ids, counts, |c, column, codes| {
+        self.intern_with(ids, counts, |c, column, codes| {
             column.assign(std::slice::from_ref(&keys[c]), codes, None, rows)
         })
     }
 
-    /// [`Self::intern`] of `n` rows whose codes in each column come from
+    /// [`Self::intern`] of the rows whose codes in each column come from
     /// `code(column index, column table, codes out)`: the general pass,
     /// for callers that code the columns their own way (straight from
-    /// Parquet dictionary codes).
+    /// Parquet dictionary codes). Every column must give as many codes.
     pub(crate) fn intern_with(
         &mut self,
-        n: usize,
         ids: &mut Vec<u32>,
         counts: Option<&mut Vec<u64>>,
         mut code: impl FnMut(usize, &mut GroupKeys, &mut Vec<u32>) -> Result<()>,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         for (c, (column, codes)) in
             self.columns.iter_mut().zip(&mut self.scratch).enumerate()
         {
             code(c, column, codes)?;
         }
-        if !self.reserve_tuples(n) {
-            return Ok(false);
-        }
         let (mut tuple, mut next) = (std::mem::take(&mut self.scratch[0]), vec![]);
+        // Each level is sized for the tuples the one before it holds now
+        // (exact, where a bound from the rows would be far too loose).
+        let mut a_len = self.columns[0].len();
         for (l, level) in self.levels.iter_mut().enumerate() {
+            level.prepare(a_len, self.columns[l + 1].len());
             level.intern(&tuple, &self.scratch[l + 1], &mut next);
             std::mem::swap(&mut tuple, &mut next);
+            a_len = level.pairs.len();
         }
         self.scratch[0] = next;
         if let Some(counts) = counts {
@@ -179,22 +219,7 @@ impl Composite {
             count_ids(&tuple, counts);
         }
         *ids = tuple;
-        Ok(true)
-    }
-
-    /// Makes the pair tables ready for `rows` more rows over the codes the
-    /// columns hold now; false when that needs more than
-    /// [`MAX_PAIR_SLOTS`] slots in some table.
-    pub(crate) fn reserve_tuples(&mut self, rows: usize) -> bool {
-        let mut a_len = self.columns[0].len();
-        for (l, level) in self.levels.iter_mut().enumerate() {
-            if !level.prepare(a_len, self.columns[l + 1].len()) {
-                return false;
-            }
-            // Upper bound of the tuples this level may hold after the rows.
-            a_len = (level.pairs.len() + rows).min(a_len * self.columns[l + 1].len());
-        }
-        true
+        Ok(())
     }
 
     /// The steady state of two short string keys with few values (TPC-H
@@ -312,10 +337,8 @@ mod tests {
             let b: ArrayRef = Arc::new(StringViewArray::from(
                 rows.iter().map(|r| r.1).collect::<Vec<_>>(),
             ));
-            assert!(
-                keys.intern(&[a, b], &mut ids, Some(&mut counts), 0)
-                    .unwrap()
-            );
+            keys.intern(&[a, b], &mut ids, Some(&mut counts), 0)
+                .unwrap();
             for (row, &id) in rows.iter().zip(&ids) {
                 let next_id = want.len() as u32;
                 assert_eq!(
@@ -337,5 +360,44 @@ mod tests {
         let f: ArrayRef = Arc::new(StringViewArray::from(vec!["F"]));
         keys.intern(&[odd, f], &mut ids, None, 0).unwrap();
         assert_eq!(ids, [want[&(Some("A"), Some("F"))]]);
+    }
+
+    /// Tuples whose direct table would pass [`MAX_PAIR_SLOTS`]: the level
+    /// turns hashed mid-way and every tuple keeps its id; `emit` gives the
+    /// keys back in id order.
+    #[test]
+    fn wide_tuples_hash_their_pairs_and_keep_their_ids() {
+        use datafusion::arrow::array::Int64Array;
+        let mut keys = Composite::try_new(&[DataType::Int64, DataType::Int64]).unwrap();
+        let mut want: HashMap<(i64, i64), u32> = HashMap::new();
+        let (mut ids, mut seed) = (vec![], 5u64);
+        for batch in 0..20i64 {
+            // Each batch widens both columns: 3000 values each at the end.
+            let rows: Vec<(i64, i64)> = (0..500)
+                .map(|_| {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(7);
+                    let m = (batch + 1) * 150;
+                    (((seed >> 20) as i64) % m, ((seed >> 40) as i64) % m)
+                })
+                .collect();
+            let a: ArrayRef =
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
+            let b: ArrayRef =
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1)));
+            keys.intern(&[a, b], &mut ids, None, 0).unwrap();
+            for (row, &id) in rows.iter().zip(&ids) {
+                let next = want.len() as u32;
+                assert_eq!(*want.entry(*row).or_insert(next), id, "batch {batch}");
+            }
+        }
+        assert!(keys.levels[0].hashed.is_some());
+        let emitted = keys.emit().unwrap();
+        let (a, b) = (
+            emitted[0].as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
+            emitted[1].as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
+        );
+        for (pair, &id) in &want {
+            assert_eq!((a.value(id as usize), b.value(id as usize)), *pair);
+        }
     }
 }

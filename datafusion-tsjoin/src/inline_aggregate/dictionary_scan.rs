@@ -15,10 +15,14 @@
 //! [`super::composite::Composite`]'s pair tables: no string is decoded,
 //! copied into a view or looked up per row. Those keys only take the scan
 //! when their dictionaries promise few groups: planning estimates the
-//! product of the columns' dictionary sizes from the footers, and each row
-//! group interns its dictionaries' entries first and checks that the pair
-//! tables have room (else, or past [`MAX_TUPLES`] groups, that row group's
-//! keys are decoded and grouped as the stream's would be).
+//! product of the columns' dictionary sizes from the footers (failing that,
+//! the first row group's tuples must be few), and each row group interns
+//! its dictionaries' entries first (past [`MAX_TUPLES`] groups, that row
+//! group's keys are decoded and grouped as the stream's would be). Beside
+//! coded keys, a key computed from other columns (a time bucket,
+//! `date_bin(INTERVAL '10 minutes', ts)`) is evaluated on the columns read
+//! with the arguments ([`ComputedKey`]). Only the rows the filters pass are
+//! grouped.
 //!
 //! Applies when the aggregate's input is a Parquet `DataSourceExec` (or a
 //! round-robin repartition of one, choices of columns and filters above it)
@@ -37,8 +41,8 @@
 //! passing row is left out); its statistics prune row groups. A conjunct
 //! over a key column (it would decode the key again) or a dynamic filter
 //! keeps DataFusion's scan, and so, at execution, does a page index that
-//! would skip more than a tenth of the rows. It takes over only if
-//! every row group's key chunks are entirely dictionary-encoded (the footer's
+//! would skip more than a tenth of the rows (half with several keys). It
+//! takes over only if every row group's key chunks are entirely dictionary-encoded (the footer's
 //! page encoding statistics say so) and the files' own types match the
 //! table's; otherwise phase 1 reads the scan as usual. Work is handed out
 //! by row group to as many tasks as the scan has partitions.
@@ -102,8 +106,13 @@ pub(crate) struct DictionaryScan {
     /// footers), so files are read as the scan would read them.
     factory: Option<Arc<dyn ParquetFileReaderFactory>>,
     files: Vec<PartitionedFile>,
-    /// Key columns: name and type (in the table; the files' must match).
+    /// Key columns read from their codes: name and type (in the table; the
+    /// files' must match).
     keys: Vec<(String, DataType)>,
+    /// The GROUP BY position of each of `keys`.
+    positions: Vec<usize>,
+    /// Keys computed from other columns (several keys only).
+    computed: Vec<ComputedKey>,
     /// Per aggregate, the column its argument reads (`None`: `count(*)`).
     args: Vec<Option<ArgColumn>>,
     /// The priority gate above the scan, which phase 1 reads around: it
@@ -119,6 +128,62 @@ pub(crate) struct DictionaryScan {
     non_null_keys: Vec<usize>,
     /// What rows must pass besides: the filters' other conjuncts.
     filter: Option<RowFilter>,
+}
+
+/// A key computed from columns that are no key, read with the arguments: a
+/// time bucket beside coded keys (TSBS's `GROUP BY name, driver,
+/// date_bin(INTERVAL '10 minutes', ts)`, QuestDB's `SAMPLE BY` per key).
+/// Evaluated on each batch's passing rows and coded by the composite's own
+/// table for its column.
+#[derive(Debug, Clone)]
+struct ComputedKey {
+    /// Its position in the GROUP BY.
+    position: usize,
+    /// Over the table's columns by name.
+    expr: Arc<dyn PhysicalExpr>,
+    /// The columns it reads, with their types in the table.
+    columns: Vec<(String, DataType)>,
+}
+
+impl ComputedKey {
+    /// The key of the rows of `batch` (read from the files) that `passing`
+    /// marks (all when `None`).
+    fn eval(
+        &self,
+        batch: &RecordBatch,
+        passing: Option<&BooleanArray>,
+    ) -> Result<ArrayRef> {
+        // Its columns' passing rows first: the key costs more per row than
+        // the copy (a filter that keeps a quarter of the rows made
+        // `date_bin` over every row a seventh of the CPU).
+        let rows = match passing {
+            Some(mask) => {
+                let schema = batch.schema();
+                let columns = self
+                    .columns
+                    .iter()
+                    .map(|(name, _)| schema.index_of(name))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                filter_record_batch(&batch.project(&columns)?, mask)?
+            }
+            None => batch.clone(),
+        };
+        on_batch(&self.expr, &rows)?
+            .evaluate(&rows)?
+            .into_array(rows.num_rows())
+    }
+}
+
+/// `expr` over the table's columns by name, bound to `batch`'s columns.
+fn on_batch(
+    expr: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+) -> Result<Arc<dyn PhysicalExpr>> {
+    let schema = batch.schema();
+    match map_columns(expr, |c| Column::new_with_schema(c.name(), &schema).ok()) {
+        Some(e) => Ok(e),
+        None => internal_err!("dictionary scan: a column of {expr} not read"),
+    }
 }
 
 /// The conjuncts of the filters above the scan (and of its own predicate)
@@ -178,16 +243,7 @@ impl RowFilter {
     ) -> Result<Option<BooleanArray>> {
         let expr = match bound {
             Some(e) => e,
-            None => {
-                let schema = batch.schema();
-                let on_batch = map_columns(&self.expr, |c| {
-                    Column::new_with_schema(c.name(), &schema).ok()
-                });
-                let Some(on_batch) = on_batch else {
-                    return internal_err!("dictionary scan: filter column not read");
-                };
-                bound.insert(on_batch)
-            }
+            None => bound.insert(on_batch(&self.expr, batch)?),
         };
         let n = batch.num_rows();
         let mask = expr.evaluate(batch)?.into_array(n)?;
@@ -384,18 +440,53 @@ impl DictionaryScan {
                 file_schema.field(table_column(e.downcast_ref::<Column>()?.index())?);
             Some((field.name().clone(), field.data_type().clone()))
         };
-        let keys: Vec<(String, DataType)> = group_exprs
-            .iter()
-            .map(|(e, _)| file_column(e))
-            .collect::<Option<_>>()?;
-        let qualifies = match keys.as_slice() {
-            [(_, t)] => key_type(t) || string_type(t),
-            [_, _, ..] => keys
+        // Keys that are file columns are read from their codes; others,
+        // integer or time valued over columns that are no key, are
+        // computed beside them.
+        let (mut keys, mut positions, mut computed) = (vec![], vec![], vec![]);
+        let scan_schema = input.schema();
+        for (position, (e, _)) in group_exprs.iter().enumerate() {
+            if let Some(key) = file_column(e) {
+                keys.push(key);
+                positions.push(position);
+                continue;
+            }
+            if !key_type(&e.data_type(&scan_schema).ok()?) {
+                return None;
+            }
+            let expr = map_columns(e, |c| {
+                let t = table_column(c.index())?;
+                Some(Column::new(file_schema.field(t).name(), t))
+            })?;
+            let columns: Vec<(String, DataType)> = collect_columns(&expr)
+                .iter()
+                .map(|c| {
+                    let f = file_schema.field(c.index());
+                    (f.name().clone(), f.data_type().clone())
+                })
+                .collect();
+            computed.push(ComputedKey {
+                position,
+                expr,
+                columns,
+            });
+        }
+        let qualifies = match (keys.as_slice(), computed.is_empty()) {
+            ([], _) => false,
+            ([(_, t)], true) => key_type(t) || string_type(t),
+            _ => keys
                 .iter()
                 .all(|(_, t)| key_type(t) || string_type(t) || *t == DataType::Float64),
-            [] => false,
         };
-        if !qualifies {
+        // A computed key reads columns (no key column: it would be decoded
+        // as well as coded) with the arguments.
+        let computed_ok = computed.iter().all(|k| {
+            !k.columns.is_empty()
+                && k.columns
+                    .iter()
+                    .all(|(c, _)| keys.iter().all(|(name, _)| name != c))
+        });
+        if !qualifies || !computed_ok {
             return None;
         }
         // The filters' other conjuncts over the table's columns, by name.
@@ -509,6 +600,8 @@ impl DictionaryScan {
             factory,
             files,
             keys,
+            positions,
+            computed,
             args,
             gate,
             planned,
@@ -555,6 +648,9 @@ impl DictionaryScan {
             .as_ref()
             .is_some_and(|f| f.pruning.pages().is_some());
         let footers = fetch_footers(&self.files, &factory, metrics, page_index).await;
+        // Rows of the row groups read, and of those the rows the page index
+        // keeps (over all files: the scan reads their rows in any case).
+        let (mut page_rows, mut page_selected) = (0usize, 0usize);
         for (file, meta) in self.files.iter().zip(footers) {
             // An unreadable footer: let the scan report it as it would.
             let Ok(meta) = meta else { return Ok(None) };
@@ -573,10 +669,10 @@ impl DictionaryScan {
                 return Ok(None);
             };
             if let Some(filter) = &self.filter {
-                match pruned(&info, filter) {
-                    Some(groups) => info.row_groups = groups,
-                    None => return Ok(None),
-                }
+                let skip = pruned(&info, filter);
+                info.row_groups = skip.groups;
+                (page_rows, page_selected) =
+                    (page_rows + skip.rows, page_selected + skip.selected);
             }
             let f = files.len();
             for rg in info.row_groups.iter().copied() {
@@ -597,11 +693,26 @@ impl DictionaryScan {
             }
             files.push(info);
         }
+        // A computed key needs the probe of its first row group, read twice:
+        // over a few row groups that costs more than the codes save (TSBS
+        // long-driving-sessions, two row groups: 15 ms against 13).
+        if !self.computed.is_empty() && items.len() < MIN_COMPUTED_ROW_GROUPS {
+            return Ok(None);
+        }
+        let (skip, of) = match self.keys.len() + self.computed.len() {
+            1 => MAX_PAGE_SKIP,
+            _ => MAX_PAGE_SKIP_SEVERAL,
+        };
+        if (page_rows - page_selected) * of > page_rows * skip {
+            return Ok(None);
+        }
         // With arguments to read (or a filter), rows still need their group ids, and a
         // dictionary of many entries costs more to intern chunk by chunk
         // than the decoded values cost to look up (benches/README.md).
         // Count-only reading wins at any size.
-        let per_row = self.args.iter().any(Option::is_some) || self.filter.is_some();
+        let per_row = self.args.iter().any(Option::is_some)
+            || self.filter.is_some()
+            || !self.computed.is_empty();
         if per_row && entries * MIN_ROWS_PER_ENTRY > rows {
             return Ok(None);
         }
@@ -614,7 +725,9 @@ impl DictionaryScan {
         let product = largest
             .iter()
             .try_fold(1u64, |p, &n| p.checked_mul(n.max(1)));
-        let probe = largest.len() > 1 && product.is_none_or(|p| p > MAX_TUPLES as u64);
+        // (Computed keys: no dictionary bounds them.)
+        let probe = !self.computed.is_empty()
+            || (largest.len() > 1 && product.is_none_or(|p| p > MAX_TUPLES as u64));
         if probe && largest.iter().any(|&n| n > MAX_TUPLES as u64) {
             return Ok(None);
         }
@@ -627,6 +740,8 @@ impl DictionaryScan {
             files,
             args,
             keys,
+            positions: self.positions.clone(),
+            computed: self.computed.clone(),
             items,
             next: AtomicUsize::new(0),
             _admission: self.gate.as_ref().map(|turn| {
@@ -688,6 +803,14 @@ impl DictionaryScan {
             name, data_type: t, ..
         } in self.args.iter().flatten()
         {
+            let (i, field) = schema.column_with_name(name)?;
+            if field.data_type() != t {
+                return None;
+            }
+            roots.push(i);
+        }
+        // A computed key's columns too, as the table types them.
+        for (name, t) in self.computed.iter().flat_map(|k| &k.columns) {
             let (i, field) = schema.column_with_name(name)?;
             if field.data_type() != t {
                 return None;
@@ -761,13 +884,14 @@ fn with_views(
     ArrowReaderMetadata::try_new(Arc::clone(arrow.metadata()), options).ok()
 }
 
-/// The row groups of `info` the filter's statistics and page index do not
-/// rule out; `None` when the page index would skip more than a tenth of
-/// their rows: the scan reads whole row groups (its codes page by page),
-/// and DataFusion's scan, reading only the pages left, then wins (TSBS
-/// stationary-trucks: ten minutes of a day file). Skipping less, the scan
-/// reads those rows too and the filter drops them.
-fn pruned(info: &FileInfo, filter: &RowFilter) -> Option<Vec<usize>> {
+/// The row groups of `info` the filter's statistics do not rule out, with
+/// their rows and the rows of those the page index keeps. The scan reads
+/// whole row groups (its codes page by page) and the filter drops the rows
+/// the page index would have skipped; where it would skip many
+/// ([`MAX_PAGE_SKIP`]), DataFusion's scan, reading only the pages left,
+/// wins (TSBS stationary-trucks: ten minutes of a day file), and the scan
+/// steps aside.
+fn pruned(info: &FileInfo, filter: &RowFilter) -> PageSkip {
     let scratch = ExecutionPlanMetricsSet::new();
     let plan = access_plan(
         &info.arrow,
@@ -792,12 +916,35 @@ fn pruned(info: &FileInfo, filter: &RowFilter) -> Option<Vec<usize>> {
             RowGroupAccess::Selection(s) => s.row_count(),
         })
         .sum();
-    (selected * MAX_PAGE_SKIP >= rows * (MAX_PAGE_SKIP - 1)).then_some(groups)
+    PageSkip {
+        groups,
+        rows,
+        selected,
+    }
 }
 
-/// The page index may skip up to one row in this many of the row groups
-/// read before the scan steps aside ([`pruned`]).
-const MAX_PAGE_SKIP: usize = 10;
+/// Row groups a scan with a computed key must read at least.
+const MIN_COMPUTED_ROW_GROUPS: usize = 4;
+
+/// What the page index leaves of a file's row groups ([`pruned`]).
+struct PageSkip {
+    /// The row groups its statistics keep.
+    groups: Vec<usize>,
+    /// Their rows.
+    rows: usize,
+    /// Their rows the page index keeps.
+    selected: usize,
+}
+
+/// The share of the rows the page index may skip before the scan steps
+/// aside, with one key: one in ten ([`pruned`]).
+const MAX_PAGE_SKIP: (usize, usize) = (1, 10);
+
+/// The same with several keys: one in two. Their codes spare DataFusion's
+/// scan decoding (strings, mostly) many times the cost of the rows read in
+/// vain (TSBS long-daily-sessions: a day from 19:14 to 19:14 skips a
+/// fifth of one file's rows and 8% of both).
+const MAX_PAGE_SKIP_SEVERAL: (usize, usize) = (1, 2);
 
 /// Keeps the `ids` of the rows `mask` marks, in order.
 fn retain(ids: &mut Vec<u32>, mask: &BooleanArray) {
@@ -874,6 +1021,10 @@ pub(crate) struct Work {
     args: Vec<Option<ArgColumn>>,
     /// The key columns' names and table types.
     keys: Vec<(String, DataType)>,
+    /// The GROUP BY position of each of `keys`.
+    positions: Vec<usize>,
+    /// Keys computed from other columns.
+    computed: Vec<ComputedKey>,
     /// (file, row group) in file order.
     items: Vec<(usize, usize)>,
     next: AtomicUsize,
@@ -897,8 +1048,9 @@ impl std::fmt::Debug for Work {
 impl Work {
     /// Whether the scan may take over: always when the dictionaries bound
     /// the key tuples, else when the first row group's tuples are at most
-    /// a quarter of [`MAX_TUPLES`] (read into a scratch table and thrown
-    /// away: one row group read twice). Later row groups that bring more
+    /// a quarter of [`MAX_TUPLES`] (with a computed key: times the row
+    /// groups, at most [`MAX_TUPLES`]) (read into a scratch table and
+    /// thrown away: one row group read twice). Later row groups that bring more
     /// are decoded instead ([`Self::row_group`]).
     pub(super) async fn few_tuples(
         &self,
@@ -911,7 +1063,18 @@ impl Work {
         let mut table = Table::new(spec)?;
         self.row_group(&self.files[f], rg, &mut table, batch_size)
             .await?;
-        Ok(!table.keys.overflowed() && table.keys.len() * 4 <= MAX_TUPLES)
+        if table.keys.overflowed() {
+            return Ok(false);
+        }
+        // A computed key (a time bucket) brings new tuples with every row
+        // group: the first one's, times the row groups, must stay within the
+        // bound (TSBS's ten-minute buckets of a day, not of the whole table,
+        // whose millions of groups DataFusion's table holds better).
+        let tuples = match self.computed.is_empty() {
+            true => table.keys.len() * 4,
+            false => table.keys.len().saturating_mul(self.items.len()),
+        };
+        Ok(tuples <= MAX_TUPLES)
     }
 
     /// Aggregates row groups into `table` until none is left, its memory
@@ -994,7 +1157,7 @@ impl Work {
             .with_batch_size(batch_size)
             .build()
         };
-        let read = if keys.len() > 1 {
+        let read = if keys.len() + self.computed.len() > 1 {
             match self.tuple_bound(&mut keys, table, rows)? {
                 true => self.composite_codes(
                     keys,
@@ -1095,12 +1258,9 @@ impl Work {
             .collect()
     }
 
-    /// Whether a row group of several keys may take their codes: with
-    /// every dictionary entry interned in its column, the pair tables have
-    /// room for the row group's tuples and the groups so far are within
-    /// [`MAX_TUPLES`]. (The dictionaries' product would be a bound known
-    /// before interning, but a loose one: a region and a phone model are
-    /// thousands of pairs, not millions.)
+    /// Whether a row group of several keys may take their codes: every
+    /// dictionary entry interned in its column, the groups so far are
+    /// within [`MAX_TUPLES`] (the pair tables make room for any tuples).
     fn tuple_bound(
         &self,
         keys: &mut [KeyChunk],
@@ -1114,10 +1274,10 @@ impl Work {
             return Ok(true);
         }
         let mut scratch = vec![];
-        for (c, chunk) in keys.iter_mut().enumerate() {
+        for (chunk, &c) in keys.iter_mut().zip(&self.positions) {
             chunk.intern_dictionary(composite.column_mut(c), &mut scratch)?;
         }
-        Ok(composite.len() <= MAX_TUPLES && composite.reserve_tuples(rows))
+        Ok(composite.len() <= MAX_TUPLES)
     }
 
     /// Several keys from their chunks' codes, `rows` rows in batches of
@@ -1136,18 +1296,36 @@ impl Work {
             r.map(|b| {
                 b.map_err(DataFusionError::from).and_then(|b| {
                     let passing = self.passing(&mut bound, &b)?;
+                    let computed = self
+                        .computed
+                        .iter()
+                        .map(|k| k.eval(&b, passing.as_ref()))
+                        .collect::<Result<Vec<_>>>()?;
                     Ok((
                         b.num_rows(),
                         self.arg_columns(&b, passing.as_ref())?,
                         passing,
+                        computed,
                     ))
                 })
             })
         });
         let mut read = 0;
         let mut scratch = vec![];
+        // Per GROUP BY position: its coded key (`Ok`) or computed key.
+        let sources: Vec<std::result::Result<usize, usize>> = (0..keys.len()
+            + self.computed.len())
+            .map(|c| match self.positions.iter().position(|&p| p == c) {
+                Some(k) => Ok(k),
+                None => Err(self
+                    .computed
+                    .iter()
+                    .position(|k| k.position == c)
+                    .unwrap_or(usize::MAX)),
+            })
+            .collect();
         loop {
-            let (n, columns, passing) = match args.as_mut() {
+            let (n, columns, passing, computed) = match args.as_mut() {
                 Some(batches) => match batches.next() {
                     Some(b) => b?,
                     None => break,
@@ -1156,28 +1334,34 @@ impl Work {
                     (rows - read).min(batch_size.max(1)),
                     vec![None; self.args.len()],
                     None,
+                    vec![],
                 ),
                 None => break,
             };
             let GroupKeys::Composite(composite) = &mut table.keys else {
                 return internal_err!("dictionary scan: composite keys expected");
             };
-            let coded = composite.intern_with(
-                n,
+            // Only the passing rows are grouped: a bucket key makes many
+            // tuples of rows the filter drops.
+            composite.intern_with(
                 &mut table.ids,
-                passing.is_none().then_some(&mut table.counts),
-                |c, column, out| keys[c].codes(n, column, &mut scratch, out),
+                Some(&mut table.counts),
+                |c, column, out| match sources[c] {
+                    Ok(k) => {
+                        keys[k].codes(n, column, &mut scratch, out)?;
+                        if let Some(mask) = &passing {
+                            retain(out, mask);
+                        }
+                        Ok(())
+                    }
+                    Err(j) => match computed.get(j) {
+                        Some(key) => {
+                            column.assign(std::slice::from_ref(key), out, None, 0)
+                        }
+                        None => internal_err!("dictionary scan: key {c} not computed"),
+                    },
+                },
             )?;
-            if !coded {
-                return internal_err!(
-                    "dictionary scan: key tuples past the checked bound"
-                );
-            }
-            if let Some(mask) = &passing {
-                retain(&mut table.ids, mask);
-                table.counts.resize(composite.len(), 0);
-                count_ids(&table.ids, &mut table.counts);
-            }
             table.update_states(&columns)?;
             read += n;
         }
@@ -1198,15 +1382,22 @@ impl Work {
                 Some(mask) => filter_record_batch(&batch, &mask)?,
                 None => batch,
             };
-            // As the table types them (the files' strings may be Utf8).
-            let keys = self
+            // As the table types them (the files' strings may be Utf8), in
+            // the GROUP BY's order.
+            let mut keys = self
                 .keys
                 .iter()
-                .map(|(k, t)| match batch.column_by_name(k) {
-                    Some(a) => Ok(cast(a, t)?),
+                .zip(&self.positions)
+                .map(|((k, t), &p)| match batch.column_by_name(k) {
+                    Some(a) => Ok((p, cast(a, t)?)),
                     None => internal_err!("dictionary scan: key column {k} not read"),
                 })
                 .collect::<Result<Vec<_>>>()?;
+            for k in &self.computed {
+                keys.push((k.position, k.eval(&batch, None)?));
+            }
+            keys.sort_by_key(|(p, _)| *p);
+            let keys: Vec<ArrayRef> = keys.into_iter().map(|(_, a)| a).collect();
             table
                 .keys
                 .intern(&keys, &mut table.ids, &mut table.counts, 0)?;

@@ -351,14 +351,13 @@ impl GroupKeys {
                 }
             }
             GroupKeys::Composite(c) => {
-                let interned = c.intern(keys, ids, counts.as_deref_mut(), rows)?;
-                if interned && c.len() <= COMPOSITE_MAX_GROUPS {
+                c.intern(keys, ids, counts.as_deref_mut(), rows)?;
+                if c.len() <= COMPOSITE_MAX_GROUPS {
                     return Ok(());
                 }
-                // Too many groups, or tuples too wide for direct tables:
-                // DataFusion's table from here on. Distinct keys interned in
-                // order get ids 0, 1, ...: the groups keep their ids and
-                // their aggregate states.
+                // Too many groups: DataFusion's table from here on. Distinct
+                // keys interned in order get ids 0, 1, ...: the groups keep
+                // their ids and their aggregate states.
                 let types = c.types().to_vec();
                 let emitted = c.emit()?;
                 let mut values = group_values(&types)?;
@@ -366,10 +365,7 @@ impl GroupKeys {
                 values.intern(&emitted, &mut g)?;
                 debug_assert!(g.iter().enumerate().all(|(i, &g)| i == g));
                 *self = GroupKeys::General { values, types };
-                if interned {
-                    return Ok(());
-                }
-                return self.assign(keys, ids, counts, rows);
+                return Ok(());
             }
             GroupKeys::View { keys: map, .. } => {
                 let v = cast(&keys[0], &DataType::Utf8View)?;
