@@ -42,8 +42,8 @@
 //! over a key column (it would decode the key again) or a dynamic filter
 //! keeps DataFusion's scan, and so, at execution, does a page index that
 //! would skip more than a tenth of the rows (half with several keys). It
-//! takes over only if every row group's key chunks are entirely dictionary-encoded (the footer's
-//! page encoding statistics say so) and the files' own types match the
+//! takes over only if every row group's key chunks are entirely
+//! dictionary-encoded (the footer's page encoding statistics say so) and the files' own types match the
 //! table's; otherwise phase 1 reads the scan as usual. Work is handed out
 //! by row group to as many tasks as the scan has partitions.
 
@@ -942,8 +942,8 @@ const MAX_PAGE_SKIP: (usize, usize) = (1, 10);
 
 /// The same with several keys: one in two. Their codes spare DataFusion's
 /// scan decoding (strings, mostly) many times the cost of the rows read in
-/// vain (TSBS long-daily-sessions: a day from 19:14 to 19:14 skips a
-/// fifth of one file's rows and 8% of both).
+/// vain (TSBS long-daily-sessions: a day from 19:14 to 19:14 skips more
+/// than a tenth of one file's rows, 8% of both).
 const MAX_PAGE_SKIP_SEVERAL: (usize, usize) = (1, 2);
 
 /// Keeps the `ids` of the rows `mask` marks, in order.
@@ -1049,9 +1049,9 @@ impl Work {
     /// Whether the scan may take over: always when the dictionaries bound
     /// the key tuples, else when the first row group's tuples are at most
     /// a quarter of [`MAX_TUPLES`] (with a computed key: times the row
-    /// groups, at most [`MAX_TUPLES`]) (read into a scratch table and
-    /// thrown away: one row group read twice). Later row groups that bring more
-    /// are decoded instead ([`Self::row_group`]).
+    /// groups, at most [`MAX_TUPLES`]), read into a scratch table and
+    /// thrown away: one row group read twice. Later row groups that bring
+    /// more are decoded instead ([`Self::row_group`]).
     pub(super) async fn few_tuples(
         &self,
         spec: &AggregateSpec,
