@@ -91,6 +91,14 @@ config_namespace! {
         /// groups the WHERE leaves, while planning (see
         /// `row_group_balance`).
         pub balance_row_groups: bool, default = true
+        /// Leave Parquet scans expected to read fewer rows than this (each
+        /// file's rows times the share of its range the WHERE keeps, from
+        /// the files' statistics) to DataFusion's plain plan: late
+        /// materialisation, the row-group balance and the inline GROUP BY
+        /// each cost a fixed fraction of a millisecond to plan and start,
+        /// more than they save on so few rows (see `small_scan`). 0 turns
+        /// the gate off.
+        pub small_scan_rows: usize, default = crate::small_scan::DEFAULT_SMALL_SCAN_ROWS
         /// Let a count-only fused filter aggregate over Parquet read the
         /// files itself, the WHERE evaluated on each page's dictionary
         /// and codes (see `filter_aggregate::page_scan`).

@@ -48,6 +48,8 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> datafusion::error::Result<()> {
 //! use datafusion_tsjoin::TsJoinContextExt;
 //! let ctx = datafusion_tsjoin::tsjoin_context(Default::default());
+//! // A file this small would keep DataFusion's plan (`tsjoin.small_scan_rows`).
+//! ctx.tsjoin_sql("SET tsjoin.small_scan_rows = 0").await?.collect().await?;
 //! let dir = std::env::temp_dir().join(format!("lm-doc-{}", std::process::id()));
 //! // `b` is a permutation of 0..999: `b > 990` keeps 9 rows of 1000.
 //! ctx.tsjoin_sql(&format!("COPY (SELECT v AS a, (v * 7919) % 1000 AS b, v * 3 AS c FROM \
@@ -65,6 +67,7 @@ use crate::config::rule_enabled;
 use crate::join_filter::{join_filter_ids, join_filters_in};
 use crate::newest_first::NewestFirstTopKExec;
 use crate::prune_files::passing_share;
+use crate::small_scan::is_small;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -243,6 +246,9 @@ fn late_materialize(
     let Some(scan) = scan(filter.input()) else {
         return Ok(None);
     };
+    if is_small(scan.config, scan.source, config) {
+        return Ok(None);
+    }
     let existing = scan.source.filter();
     if existing
         .as_ref()

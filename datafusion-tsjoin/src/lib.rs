@@ -40,6 +40,7 @@ pub mod progress;
 pub mod prune_files;
 mod row_group_balance;
 mod session;
+mod small_scan;
 pub mod sort_through_filter;
 pub mod sql;
 pub mod tail;

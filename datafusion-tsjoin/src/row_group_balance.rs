@@ -26,7 +26,8 @@
 //! filter aggregates, late materialisation, the per-partition fallback of
 //! time-disjoint files) are left as they are. Scans of more than two files
 //! per partition are left too: their byte ranges already hold many row
-//! groups each. `SET tsjoin.balance_row_groups = false` turns it off;
+//! groups each, and so are scans expected to read too few rows to be worth
+//! the footers' pruning (`crate::small_scan`). `SET tsjoin.balance_row_groups = false` turns it off;
 //! EXPLAIN shows the ranges in the scan's `file_groups`.
 //!
 //! ```text
@@ -41,6 +42,7 @@ use crate::config::rule_enabled;
 use crate::inline_aggregate::InlineAggregateExec;
 use crate::parquet_read::{Pruning, access_plan, fetch_footers};
 use crate::prune_files::file_predicate;
+use crate::small_scan::is_small;
 use datafusion::catalog::Session;
 use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
@@ -145,6 +147,7 @@ async fn balanced(
         || config.output_partitioning.is_some()
         || crypto.file_decryption.is_some()
         || crypto.factory_id.is_some()
+        || is_small(config, source, session.config_options())
     {
         return None;
     }

@@ -302,7 +302,7 @@ fn filtered_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
 }
 
 fn session(partitions: usize, batch: usize, join_filters: bool) -> SessionContext {
-    let ctx = datafusion_tsjoin::tsjoin_context(
+    let ctx = crate::support::tsjoin_context(
         SessionConfig::new()
             .with_target_partitions(partitions)
             .with_batch_size(batch),

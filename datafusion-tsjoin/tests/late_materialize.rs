@@ -157,8 +157,8 @@ async fn late_materialize_matches_datafusion() {
         let config = SessionConfig::new()
             .with_target_partitions(partitions)
             .with_batch_size(batch_size);
-        let on = datafusion_tsjoin::tsjoin_context(config.clone());
-        let off = datafusion_tsjoin::tsjoin_context(config.clone());
+        let on = crate::support::tsjoin_context(config.clone());
+        let off = crate::support::tsjoin_context(config.clone());
         off.tsjoin_sql("SET tsjoin.late_materialize = false")
             .await
             .unwrap();

@@ -20,7 +20,7 @@ fn session(scheduler: &Arc<Scheduler>) -> SessionContext {
     let config = SessionConfig::new()
         .with_target_partitions(2)
         .with_extension(Arc::clone(scheduler));
-    let ctx = datafusion_tsjoin::tsjoin_context(config);
+    let ctx = crate::support::tsjoin_context(config);
     let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
     let batches = (0..8)
         .map(|b| {
@@ -296,7 +296,7 @@ async fn a_joins_build_pauses_for_a_higher_priority_that_arrives_after_its_input
         ),
     ] {
         let scheduler = Scheduler::new();
-        let ctx = datafusion_tsjoin::tsjoin_context(
+        let ctx = crate::support::tsjoin_context(
             SessionConfig::new()
                 .with_target_partitions(2)
                 .with_extension(Arc::clone(&scheduler)),

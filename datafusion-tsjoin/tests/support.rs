@@ -13,9 +13,28 @@ use std::sync::Arc;
 
 /// A tsjoin session with `partitions` target partitions.
 pub fn context(partitions: usize) -> SessionContext {
-    datafusion_tsjoin::tsjoin_context(
-        SessionConfig::new().with_target_partitions(partitions),
-    )
+    tsjoin_context(SessionConfig::new().with_target_partitions(partitions))
+}
+
+/// [`datafusion_tsjoin::tsjoin_context`] with the small-scan gate off
+/// (`tsjoin.small_scan_rows = 0`): the tests' Parquet files hold hundreds
+/// to thousands of rows, below the gate, and the tests are there to run the
+/// operators it would leave out. The gate itself is tested in the crate's
+/// `small_scan` module.
+pub fn tsjoin_context(config: SessionConfig) -> SessionContext {
+    datafusion_tsjoin::tsjoin_context(without_small_scan_gate(config))
+}
+
+/// `config` with `tsjoin.small_scan_rows = 0` (see [`tsjoin_context`]).
+pub fn without_small_scan_gate(config: SessionConfig) -> SessionConfig {
+    let mut options = config
+        .options()
+        .extensions
+        .get::<datafusion_tsjoin::TsJoinOptions>()
+        .cloned()
+        .unwrap_or_default();
+    options.small_scan_rows = 0;
+    config.with_option_extension(options)
 }
 
 /// sqllogictest-style text of one value: NULL, `(empty)`, floats rounded to
@@ -316,7 +335,7 @@ pub fn limited_context_with(bytes: usize, config: SessionConfig) -> SessionConte
         .build_arc()
         .unwrap();
     let state = SessionStateBuilder::new()
-        .with_config(config)
+        .with_config(without_small_scan_gate(config))
         .with_runtime_env(runtime)
         .with_default_features()
         .with_tsjoin()

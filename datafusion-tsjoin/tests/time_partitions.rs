@@ -155,7 +155,7 @@ async fn day_files_answer_as_datafusion_does() {
         write_files(dir.path(), &mut rng, files, per_file, layout);
         let partitions = rng.random_range(1..5);
         let config = SessionConfig::new().with_target_partitions(partitions);
-        let ours = datafusion_tsjoin::tsjoin_context(config.clone());
+        let ours = crate::support::tsjoin_context(config.clone());
         let plain = SessionContext::new_with_config(config);
         register_dir(&ours, "t", dir.path()).await;
         register_dir(&plain, "t", dir.path()).await;
@@ -428,7 +428,7 @@ async fn surviving_row_groups_are_shared_out_over_partitions() {
             "datafusion.execution.enable_file_stream_work_stealing",
             false,
         );
-    let ours = datafusion_tsjoin::tsjoin_context(config.clone());
+    let ours = crate::support::tsjoin_context(config.clone());
     let plain = SessionContext::new_with_config(config);
     register_dir(&ours, "t", dir.path()).await;
     register_dir(&plain, "t", dir.path()).await;
@@ -483,7 +483,7 @@ async fn balanced_ranges_answer_as_datafusion_does() {
         let config = SessionConfig::new()
             .with_target_partitions(partitions)
             .set_usize("datafusion.optimizer.repartition_file_min_size", min_size);
-        let ours = datafusion_tsjoin::tsjoin_context(config.clone());
+        let ours = crate::support::tsjoin_context(config.clone());
         let plain = SessionContext::new_with_config(config);
         register_dir(&ours, "t", dir.path()).await;
         register_dir(&plain, "t", dir.path()).await;

@@ -7,6 +7,7 @@ use super::group_keys::KeyShape;
 use super::time_disjoint;
 use crate::config::TsJoinOptions;
 use crate::functions::percentile_spec;
+use crate::small_scan::{is_small, lone_parquet_scan};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
@@ -65,7 +66,7 @@ impl PhysicalOptimizerRule for InlineAggregateRule {
         let all_keys = options.is_some_and(|o| o.inline_aggregate_all_keys);
         let codes = options.is_none_or(|o| o.inline_aggregate_dictionary_scan);
         plan.transform_up(|node| {
-            Ok(match inline(&node, all_keys, codes)? {
+            Ok(match inline(&node, all_keys, codes, config)? {
                 Some(new) => Transformed::yes(new),
                 None => Transformed::no(node),
             })
@@ -88,6 +89,7 @@ fn inline(
     node: &Arc<dyn ExecutionPlan>,
     all_keys: bool,
     dictionary_scan: bool,
+    config: &ConfigOptions,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let Some(top) = node.downcast_ref::<AggregateExec>() else {
         return Ok(None);
@@ -117,6 +119,11 @@ fn inline(
         return Ok(None);
     }
     let input = lower.input();
+    // A few thousand rows aggregate faster than the inline path starts.
+    if !all_keys && lone_parquet_scan(input).is_some_and(|(c, s)| is_small(c, s, config))
+    {
+        return Ok(None);
+    }
     let input_schema = input.schema();
     let key_types = gby
         .expr()
