@@ -29,8 +29,11 @@
 //! It then folds the filter into the scan. Scans that feed hash joins'
 //! filters (`tsjoin.join_filters`), scans with a limit, scans under a
 //! [`NewestFirstTopKExec`] (it reads a few row groups; measured slower with
-//! the row filter) and conjuncts the Parquet row filter cannot evaluate (a
-//! residual `FilterExec` keeps them) are left as they were.
+//! the row filter), scans expected to read fewer than
+//! `tsjoin.small_scan_rows` rows (`crate::small_scan`: there the row
+//! filter's setup costs more than it saves) and conjuncts the Parquet row
+//! filter cannot evaluate (a residual `FilterExec` keeps them) are left as
+//! they were.
 //!
 //! ```text
 //! FilterExec: velocity@5 > 90                     DataSourceExec: …, projection=[…],

@@ -27,8 +27,9 @@
 //! time-disjoint files) are left as they are. Scans of more than two files
 //! per partition are left too: their byte ranges already hold many row
 //! groups each, and so are scans expected to read too few rows to be worth
-//! the footers' pruning (`crate::small_scan`). `SET tsjoin.balance_row_groups = false` turns it off;
-//! EXPLAIN shows the ranges in the scan's `file_groups`.
+//! the footers' pruning (`crate::small_scan`). `SET
+//! tsjoin.balance_row_groups = false` turns it off; EXPLAIN shows the
+//! ranges in the scan's `file_groups`.
 //!
 //! ```text
 //! before: p0 = [0, 18.8 MB) → row groups 2, 3, 4 (start at 7.6, 11.4, 15.2 MB)

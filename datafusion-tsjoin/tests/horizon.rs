@@ -67,7 +67,8 @@ async fn explain_shows_keys_offsets_and_path() {
     for part in [
         "HorizonJoinExec: rights=[[on=[(sym@1, sym@1)], ts=ts@0]]",
         "offsets=RANGE FROM 0s TO 1m STEP 30s AS h (3 offsets)",
-        "path=finger search x3 (per key and offset, right order",
+        // Folded, each lookup starts from its time's bucket.
+        "path=time-bucket directory x3 (per key, right order",
         // Only the columns the aggregate reads leave the join, and the
         // aggregate grouped by the offset alone is folded into it.
         "projection=[price@2, mid@5, offset@6], fold=[avg(p.mid - t.price)] by offset (partial)",

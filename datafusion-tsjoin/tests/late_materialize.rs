@@ -271,6 +271,37 @@ async fn late_materialize_plans() {
     assert!(contains_operator(&plan, "FilterExec") && !row_filtered(&plan));
 }
 
+/// With the small-scan gate on (the default, `tsjoin.small_scan_rows` at
+/// 64 Ki rows), a scan expected to read fewer rows keeps DataFusion's plan:
+/// no row filter, no inline GROUP BY; with the gate at 0 the same queries
+/// over the same 4000-row file take them, with the same answers.
+#[tokio::test]
+async fn small_scans_keep_datafusion_plan() {
+    let (gate_off, dir) = table().await;
+    let gated =
+        datafusion_tsjoin::tsjoin_context(SessionConfig::new().with_target_partitions(2));
+    register_dir(&gated, "t", dir.path()).await;
+    let late = "SELECT * FROM t WHERE a > 22.0";
+    let grouped = "SELECT b, count(*), sum(a) FROM t GROUP BY b";
+    for (ctx, rewritten) in [(&gated, false), (&gate_off, true)] {
+        let plan = crate::support::physical_plan(ctx, late).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert_eq!(row_filtered(&plan), rewritten, "{late}\n{text}");
+        let plan = crate::support::physical_plan(ctx, grouped).await;
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert_eq!(
+            contains_operator(&plan, "InlineAggregateExec"),
+            rewritten,
+            "{grouped}\n{text}"
+        );
+    }
+    for sql in [late, grouped] {
+        let (got, _) = run(&gated, sql).await;
+        let (want, _) = run(&gate_off, sql).await;
+        assert_eq!(sorted(got), sorted(want), "{sql}");
+    }
+}
+
 /// A conjunct the row filter cannot evaluate (it reads a partition column)
 /// stays in a `FilterExec` above the scan; the others move into the scan.
 #[tokio::test]

@@ -337,11 +337,17 @@ impl HorizonJoinExec {
                 }
             })
             .collect();
-        format!(
-            "finger search x{} (per key and offset, right order {})",
-            self.offsets.len() * self.rights.len(),
-            rights.join("/")
-        )
+        let (n, order) = (self.offsets.len() * self.rights.len(), rights.join("/"));
+        // The fold starts every lookup from its time's bucket; the pairs'
+        // path from a finger per (key, offset) (see `crate::temporal`).
+        match self.fold {
+            Some(_) => {
+                format!("time-bucket directory x{n} (per key, right order {order})")
+            }
+            None => {
+                format!("finger search x{n} (per key and offset, right order {order})")
+            }
+        }
     }
 }
 

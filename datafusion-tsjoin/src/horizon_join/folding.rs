@@ -4,18 +4,17 @@
 //!
 //! Left rows are gathered into chunks (up to [`CHUNK_ROWS`]). Each chunk
 //! is put in key-group order (a stable counting sort by the first read
-//! right table's group), then folded in blocks of [`OFFSET_BLOCK`]
-//! offsets and slices of `batch_size` rows: every group's run of rows is
-//! looked up from the block's fingers, walking the group's times front to
-//! back, and the
-//! right leaves ([`FoldPlan`]) are gathered at the matches' positions in
-//! the per-key index, where they were laid out in the same order. So each
-//! (group, offset) is visited once per chunk instead of once per left
-//! row, and lookups and gathers read memory in order, where the
-//! pair-emitting path ([`super::stream`]) jumps between the 61 places of a
-//! row's offsets. Rows the fold never matches (a NULL time, a key the
-//! right side lacks, a left-only ON filter that rejects them) go last and
-//! read the leaves' NULL row.
+//! right table's group), then folded in slices of `batch_size` rows and,
+//! per slice, blocks of [`OFFSET_BLOCK`] offsets: every group's run of
+//! rows is looked up in the table's [`TimeDirectory`] (each lookup starts
+//! from its time's bucket, so none waits on another), reading the group's
+//! times front to back, and the right leaves ([`FoldPlan`]) are gathered
+//! at the matches' positions in the per-key index, where they were laid
+//! out in the same order. So lookups and gathers read memory in order,
+//! where the pair-emitting path ([`super::stream`]) jumps between the 61
+//! places of a row's offsets. Rows the fold never matches (a NULL time, a
+//! key the right side lacks, a left-only ON filter that rejects them) go
+//! last and read the leaves' NULL row.
 //!
 //! The pairs reach each offset's accumulators in group order rather than
 //! left order: an aggregate without ORDER BY (the only kind folded)
@@ -26,8 +25,9 @@ use super::fold::OffsetFold;
 use super::fold_plan::{FoldPlan, LeafSide};
 use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
+use crate::kernels::KernelSet;
 use crate::temporal::{
-    BuiltTimeline, Fingers, Timeline, key_arrays, record_join_time, ticks,
+    BuiltTimeline, RunShape, TimeDirectory, Timeline, key_arrays, record_join_time, ticks,
 };
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions, UInt32Array,
@@ -45,13 +45,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Left rows folded together at most (about 60-100 bytes each while the
-/// chunk is folded): enough that a key group's run is long and each
-/// (group, offset) finger is visited once per many rows.
+/// chunk is folded): enough that a key group's run is long, so its
+/// lookups read the group's times and leaves in order.
 pub(super) const CHUNK_ROWS: usize = 1 << 17;
 
-/// Offsets looked up together (their fingers' searches overlap) before
-/// their pairs are evaluated: positions for a slice of `batch_size` rows
-/// at this many offsets stay in the core's cache.
+/// Offsets looked up together before their pairs are evaluated: positions
+/// for a slice of `batch_size` rows at this many offsets stay in the
+/// core's cache.
 const OFFSET_BLOCK: usize = 8;
 
 /// What every partition's fold shares, built once with the timelines:
@@ -62,6 +62,9 @@ pub(super) struct FoldInputs {
     pub plan: FoldPlan,
     /// Per leaf, for a right leaf: its values (see [`RightLeaf`]).
     right: Vec<Option<RightLeaf>>,
+    /// Per right table the leaves read, where its key groups' time
+    /// buckets start (what every lookup starts from).
+    directories: Vec<Option<TimeDirectory>>,
 }
 
 /// A right leaf's value at each position of its table's per-key index,
@@ -158,6 +161,17 @@ impl FoldInputs {
             )?;
             inputs.push(Some((rows, nulls)));
         }
+        let kernels = KernelSet::detect();
+        let mut directories = vec![];
+        for (j, built) in timelines.iter().enumerate() {
+            directories.push(if plan.reads_right(j) {
+                let dir = TimeDirectory::new(&built.timeline, kernels);
+                built.try_grow(dir.bytes())?;
+                Some(dir)
+            } else {
+                None
+            });
+        }
         let mut right = vec![];
         for leaf in &plan.leaves {
             right.push(match leaf.side {
@@ -179,7 +193,11 @@ impl FoldInputs {
                 _ => None,
             });
         }
-        Ok(Self { plan, right })
+        Ok(Self {
+            plan,
+            right,
+            directories,
+        })
     }
 }
 
@@ -286,15 +304,10 @@ pub(super) struct Folder {
 pub(super) struct FolderArgs {
     pub timelines: Arc<Vec<BuiltTimeline>>,
     pub inputs: Arc<FoldInputs>,
-    /// Per right table, one finger per (key group, offset).
-    pub fingers: Vec<Fingers>,
     pub spec: Arc<HorizonJoinSpec>,
     pub offsets: Arc<Vec<i64>>,
     pub metrics: HorizonJoinMetrics,
     pub folding: Folding,
-    /// The fingers' memory, reserved as long as the folder lives.
-    #[expect(dead_code, reason = "held for its Drop, which frees the reservation")]
-    pub fingers_reservation: MemoryReservation,
 }
 
 impl Folder {
@@ -426,11 +439,19 @@ impl Folder {
         }
         let ordered = self.order(chunk)?;
         let offsets = Arc::clone(&self.args.offsets);
-        for first in (0..offsets.len()).step_by(OFFSET_BLOCK) {
-            let block = first..(first + OFFSET_BLOCK).min(offsets.len());
-            let mut run_at = 0;
-            for s in (0..n).step_by(self.slice) {
-                let rows = s..(s + self.slice).min(n);
+        // Slice after slice, every block of offsets: a slice's key groups'
+        // times, buckets and leaves stay in the core's cache over the
+        // blocks (block after block over the whole chunk read them again
+        // from memory for each block).
+        let mut run_at = 0;
+        for s in (0..n).step_by(self.slice) {
+            let rows = s..(s + self.slice).min(n);
+            let slice_runs = run_at;
+            for first in (0..offsets.len()).step_by(OFFSET_BLOCK) {
+                let block = first..(first + OFFSET_BLOCK).min(offsets.len());
+                // Each block starts at the slice's first run and stops at
+                // the same run.
+                run_at = slice_runs;
                 let positions = self.positions(&ordered, &block, &rows, &mut run_at);
                 for ki in block.clone() {
                     self.fold_slice(&ordered, ki, &rows, &positions, ki - first)?;
@@ -521,16 +542,12 @@ impl Folder {
                 },
                 Some(o) => Groups::Rows(&ordered.others[o]),
             };
-            let fingers = &mut self.args.fingers[j];
+            let dir = self.args.inputs.directories[j]
+                .as_ref()
+                .expect("a read table has a directory");
             let scale = (factor, ordered.plain[t]);
-            let at = slice_positions(
-                tl,
-                fingers,
-                (block.start, offsets),
-                scale,
-                (rows, &ordered.lt),
-                groups,
-            );
+            let at =
+                slice_positions(tl, dir, offsets, scale, (rows, &ordered.lt), groups);
             let none = tl.keyed_rows().len() as u32;
             let unmatched = at.chunks(len).map(|c| c.contains(&none)).collect();
             out.push((UInt32Array::from(at), unmatched));
@@ -630,14 +647,14 @@ enum Groups<'a> {
 }
 
 /// The per-key index positions in `tl` of the rows `rows` (left times
-/// `lt`, in the chunk's group order) at a block of offsets (`first`: the
-/// first one's number), offset after offset, `none` (the leaves' NULL row)
-/// where nothing matches. By runs, each group's rows are looked up
-/// together; by rows, one by one.
+/// `lt`, in the chunk's group order) at a block of offsets, offset after
+/// offset, `none` (the leaves' NULL row) where nothing matches, looked up
+/// in `dir`. By runs, each group's rows are looked up together; by rows,
+/// one by one.
 fn slice_positions(
     tl: &Timeline,
-    fingers: &mut Fingers,
-    (first, block): (usize, &[i64]),
+    dir: &TimeDirectory,
+    block: &[i64],
     (factor, plain): (i64, bool),
     (rows, lt): (&Range<usize>, &[i64]),
     groups: Groups,
@@ -645,6 +662,13 @@ fn slice_positions(
     let (s, e, len) = (rows.start, rows.end, rows.len());
     let none = tl.keyed_rows().len() as u32;
     let mut out = vec![none; len * block.len()];
+    let how = RunShape {
+        offsets: block,
+        factor,
+        plain,
+        none,
+        stride: len,
+    };
     match groups {
         Groups::Runs { runs, at } => {
             while let Some(r) = runs.get(*at) {
@@ -652,14 +676,12 @@ fn slice_positions(
                     break;
                 }
                 let (a, b) = (r.start.max(s), r.end.min(e));
-                fingers.lookup_run(
-                    tl.group_span(r.g),
+                dir.lookup_run(
                     r.g,
-                    first,
-                    block,
-                    (&lt[a..b], factor, plain),
-                    none,
-                    (&mut out[a - s..], len),
+                    tl.group_span(r.g),
+                    &how,
+                    &lt[a..b],
+                    &mut out[a - s..],
                 );
                 if r.end > e {
                     break;
@@ -670,15 +692,8 @@ fn slice_positions(
         Groups::Rows(groups) => {
             for (i, g) in groups[s..e].iter().enumerate() {
                 if let Some(g) = *g {
-                    fingers.lookup_run(
-                        tl.group_span(g),
-                        g,
-                        first,
-                        block,
-                        (&lt[s + i..s + i + 1], factor, plain),
-                        none,
-                        (&mut out[i..], len),
-                    );
+                    let t = &lt[s + i..s + i + 1];
+                    dir.lookup_run(g, tl.group_span(g), &how, t, &mut out[i..]);
                 }
             }
         }

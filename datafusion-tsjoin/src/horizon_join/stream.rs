@@ -145,7 +145,6 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
             })
             .await?;
         let timelines = Arc::clone(&built.timelines);
-        let (fingers, reservation) = fingers_of(&timelines, offsets.len(), &context)?;
         Ok::<_, DataFusionError>(match (fold, &built.fold) {
             (Some(fold), Some(inputs)) => {
                 let folding = Folding::try_new(fold, offsets.len(), &context)?;
@@ -153,12 +152,10 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
                     FolderArgs {
                         timelines,
                         inputs: Arc::clone(inputs),
-                        fingers,
                         spec,
                         offsets,
                         metrics,
                         folding,
-                        fingers_reservation: reservation,
                     },
                     &context,
                 );
@@ -174,6 +171,8 @@ pub(super) fn horizon_join_stream(args: StreamArgs) -> SendableRecordBatchStream
                 .boxed()
             }
             (None, _) => {
+                let (fingers, reservation) =
+                    fingers_of(&timelines, offsets.len(), &context)?;
                 let mut joiner = Joiner::new(
                     timelines,
                     (fingers, reservation),

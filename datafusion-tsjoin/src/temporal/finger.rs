@@ -13,11 +13,10 @@
 //! a match `d` rows away, and on time-ordered input the fingers move only a
 //! few rows per lookup. Any left order is answered correctly.
 //!
-//! Two shapes of lookup: [`Fingers::lookup_offsets`] answers all offsets of
-//! one left row (rows, for the pair-emitting join), and
-//! [`Fingers::lookup_run`] a run of one group's left rows at a block of
-//! offsets (index positions, for the fold, which orders its rows by key so
-//! that each finger walks its group's times front to back).
+//! [`Fingers::lookup_offsets`] answers all offsets of one left row (rows,
+//! for the pair-emitting join). The fold looks its rows up in a
+//! [`super::TimeDirectory`] instead, which shares this module's step
+//! ([`count_up`], [`partition_after`]).
 
 use super::timeline::Timeline;
 use crate::kernels::KernelSet;
@@ -86,72 +85,6 @@ impl Fingers {
         }
         lookup(group, fingers, times, out);
     }
-
-    /// The lookups of a run of left rows of group `g` (their times `lt`,
-    /// in left ticks) at a block of offsets (`offsets[i]` is offset
-    /// `first + i`): for each row and offset, the *position in the per-key
-    /// index* of the latest right row with time `<= (t + offset) *
-    /// factor`, or `none`, looked up from that offset's finger. Offset
-    /// `i`'s positions go to `out[i * stride..]`, row after row. `group`
-    /// is the group's start in the index and its times
-    /// ([`Timeline::group_span`]). A run in time order moves each finger a
-    /// few rows per lookup and reads the group's times front to back; the
-    /// offsets' searches do not wait on each other.
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn lookup_run(
-        &mut self,
-        group: (usize, &[i64]),
-        g: u32,
-        first: usize,
-        offsets: &[i64],
-        (lt, factor, plain): (&[i64], i64, bool),
-        none: u32,
-        (out, stride): (&mut [u32], usize),
-    ) {
-        let at = g as usize * self.offsets + first;
-        let fingers = &mut self.pos[at..at + offsets.len()];
-        let how = Run {
-            offsets,
-            factor,
-            plain,
-            none,
-            stride,
-        };
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        if self.kernels.is_avx2() {
-            // SAFETY: as in `lookup_offsets`: `is_avx2` proves AVX2 and
-            // POPCNT.
-            unsafe { run_avx2(group, fingers, lt, &how, out) };
-            return;
-        }
-        run(group, fingers, lt, &how, out);
-    }
-}
-
-/// How [`run`] looks up: at which offsets, scaled by `factor` (common
-/// ticks per left tick), writing `none` where nothing matches, each
-/// offset's positions `stride` apart.
-struct Run<'a> {
-    offsets: &'a [i64],
-    factor: i64,
-    /// No `(t + offset) * factor` overflows (the caller checked the
-    /// times' range): plain arithmetic, without saturating.
-    plain: bool,
-    none: u32,
-    stride: usize,
-}
-
-impl Run<'_> {
-    /// Offset `o`'s lookup time for left time `t`, in common ticks.
-    #[inline(always)]
-    fn time(&self, t: i64, o: i64) -> i64 {
-        if self.plain {
-            t.wrapping_add(o).wrapping_mul(self.factor)
-        } else {
-            t.saturating_add(o).saturating_mul(self.factor)
-        }
-    }
 }
 
 /// [`Fingers::lookup_offsets`] for one group's fingers, one per time.
@@ -186,98 +119,6 @@ unsafe fn lookup_avx2(
     lookup(group, fingers, times, out)
 }
 
-/// [`Fingers::lookup_run`] for one group's fingers, one per offset.
-#[inline(always)]
-fn run(
-    (base, ts): (usize, &[i64]),
-    fingers: &mut [u32],
-    lt: &[i64],
-    how: &Run,
-    out: &mut [u32],
-) {
-    for (i, &t) in lt.iter().enumerate() {
-        for (k, (finger, &o)) in fingers.iter_mut().zip(how.offsets).enumerate() {
-            let p = finger_step(ts, *finger as usize, how.time(t, o));
-            *finger = p as u32;
-            out[k * how.stride + i] = if p > 0 {
-                (base + p - 1) as u32
-            } else {
-                how.none
-            };
-        }
-    }
-}
-
-/// [`run`] for AVX2, its step written with intrinsics: the next [`NEAR`]
-/// times are compared with two vector compares, their masks counted with
-/// one POPCNT (what LLVM makes of [`finger_step`]'s portable count is
-/// three times the instructions). Steps and results equal [`run`]'s.
-///
-/// # Safety
-/// The CPU must support AVX2 and POPCNT.
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-#[target_feature(enable = "avx2,popcnt")]
-unsafe fn run_avx2(
-    (base, ts): (usize, &[i64]),
-    fingers: &mut [u32],
-    lt: &[i64],
-    how: &Run,
-    out: &mut [u32],
-) {
-    use std::arch::x86_64::{
-        _mm256_castsi256_pd, _mm256_cmpgt_epi64, _mm256_loadu_si256, _mm256_movemask_pd,
-        _mm256_set1_epi64x,
-    };
-    const { assert!(NEAR == 8) };
-    for (i, &t) in lt.iter().enumerate() {
-        for (k, (finger, &o)) in fingers.iter_mut().zip(how.offsets).enumerate() {
-            let t = how.time(t, o);
-            let mut f = (*finger as usize).min(ts.len());
-            if f > 0 && ts[f - 1] > t {
-                f = search_near(ts, f, |x| x <= t);
-            } else {
-                let tv = _mm256_set1_epi64x(t);
-                let mut steps = 0;
-                loop {
-                    let Some(near) = ts.get(f..f + NEAR) else {
-                        f += ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>();
-                        break;
-                    };
-                    // SAFETY: `near` holds `NEAR` (8) values; the unaligned
-                    // loads read its first four and its last four.
-                    let (lo, hi) = unsafe {
-                        (
-                            _mm256_loadu_si256(near.as_ptr().cast()),
-                            _mm256_loadu_si256(near[4..].as_ptr().cast()),
-                        )
-                    };
-                    let above = _mm256_movemask_pd(_mm256_castsi256_pd(
-                        _mm256_cmpgt_epi64(lo, tv),
-                    )) | (_mm256_movemask_pd(_mm256_castsi256_pd(
-                        _mm256_cmpgt_epi64(hi, tv),
-                    )) << 4);
-                    let hits = (!above & 0xff).count_ones() as usize;
-                    f += hits;
-                    if hits < NEAR {
-                        break;
-                    }
-                    steps += 1;
-                    if steps == NEAR_STEPS {
-                        f = search_near(ts, f, |x| x <= t);
-                        break;
-                    }
-                }
-            }
-            *finger = f as u32;
-            out[k * how.stride + i] = if f > 0 {
-                (base + f - 1) as u32
-            } else {
-                how.none
-            };
-        }
-    }
-}
-
 /// Rows [`finger_step`] looks at past the finger in one step without a
 /// branch each (two AVX2 compares).
 const NEAR: usize = 8;
@@ -298,26 +139,93 @@ const NEAR_STEPS: usize = 4;
 /// that the AVX2 builds' copies compile for AVX2.
 #[inline(always)]
 fn finger_step(ts: &[i64], finger: usize, t: i64) -> usize {
-    let mut f = finger.min(ts.len());
+    let f = finger.min(ts.len());
     if f > 0 && ts[f - 1] > t {
         return search_near(ts, f, |x| x <= t);
     }
+    partition_after(ts, f, ts.len(), t, count_up)
+}
+
+/// `ts.partition_point(|x| x <= t)` (ascending `ts`) for an answer known
+/// to lie in `p..=end`: up to [`NEAR_STEPS`] steps of `step` (one of
+/// [`NEAR`] rows each, see [`count_up`]), then a gallop from where they
+/// stopped, within `..end`. Always inlined, so that a step compiled for
+/// AVX2 stays in its caller's loop.
+#[inline(always)]
+pub(super) fn partition_after(
+    ts: &[i64],
+    p: usize,
+    end: usize,
+    t: i64,
+    step: impl Fn(&[i64], usize, i64) -> Result<usize, usize>,
+) -> usize {
+    let mut f = p;
     for _ in 0..NEAR_STEPS {
-        let Some(near) = ts.get(f..f + NEAR) else {
-            // The group's last rows: every hit counts, up to its end.
-            return f + ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>();
-        };
-        let mask = near
-            .iter()
-            .enumerate()
-            .fold(0u32, |m, (i, &x)| m | (u32::from(x <= t) << i));
-        let hits = mask.count_ones() as usize;
-        f += hits;
-        if hits < NEAR {
-            return f;
+        match step(ts, f, t) {
+            Ok(done) => return done,
+            Err(next) => f = next,
         }
     }
-    search_near(ts, f, |x| x <= t)
+    search_near(&ts[..end.max(f)], f, |x| x <= t)
+}
+
+/// One step of the count of rows `<= t` from `f` (every row before `f` is
+/// `<= t`): `Ok(answer)` when the next [`NEAR`] rows (or the rest of `ts`)
+/// hold it, `Err(f + NEAR)` when all of them are `<= t`. The comparisons
+/// are counted as a mask, not branched on, since the hits are a prefix.
+#[inline(always)]
+pub(super) fn count_up(ts: &[i64], f: usize, t: i64) -> Result<usize, usize> {
+    let Some(near) = ts.get(f..f + NEAR) else {
+        // The last rows: every hit counts, up to the end.
+        return Ok(f + ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>());
+    };
+    let mask = near
+        .iter()
+        .enumerate()
+        .fold(0u32, |m, (i, &x)| m | (u32::from(x <= t) << i));
+    let hits = mask.count_ones() as usize;
+    if hits < NEAR {
+        Ok(f + hits)
+    } else {
+        Err(f + NEAR)
+    }
+}
+
+/// [`count_up`] with intrinsics: the next [`NEAR`] times compared with two
+/// vector compares, their masks counted with one POPCNT (what LLVM makes
+/// of the portable count is three times the instructions). Same answers.
+///
+/// # Safety
+/// The CPU must support AVX2 and POPCNT.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
+pub(super) unsafe fn count_up_avx2(ts: &[i64], f: usize, t: i64) -> Result<usize, usize> {
+    use std::arch::x86_64::{
+        _mm256_castsi256_pd, _mm256_cmpgt_epi64, _mm256_loadu_si256, _mm256_movemask_pd,
+        _mm256_set1_epi64x,
+    };
+    const { assert!(NEAR == 8) };
+    let Some(near) = ts.get(f..f + NEAR) else {
+        return Ok(f + ts[f..].iter().map(|&x| usize::from(x <= t)).sum::<usize>());
+    };
+    let tv = _mm256_set1_epi64x(t);
+    // SAFETY: `near` holds `NEAR` (8) values; the unaligned loads read its
+    // first four and its last four.
+    let (lo, hi) = unsafe {
+        (
+            _mm256_loadu_si256(near.as_ptr().cast()),
+            _mm256_loadu_si256(near[4..].as_ptr().cast()),
+        )
+    };
+    let above = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(lo, tv)))
+        | (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(hi, tv))) << 4);
+    let hits = (!above & 0xff).count_ones() as usize;
+    if hits < NEAR {
+        Ok(f + hits)
+    } else {
+        Err(f + NEAR)
+    }
 }
 
 #[cfg(test)]
@@ -377,59 +285,6 @@ mod tests {
                 let (mut f2, mut out2) = (fingers.clone(), vec![0; k]);
                 // SAFETY: `is_avx2` proves the CPU has AVX2 and POPCNT.
                 unsafe { lookup_avx2((&rows, &ts), &mut f2, &times, &mut out2) };
-                assert_eq!((f1, out1), (f2, out2));
-            }
-        }
-    }
-
-    /// A run's lookups give each time's position at each offset (base +
-    /// the row before the partition point, or `none`) from any starting
-    /// fingers, in time order or not, scaled; the AVX2 build agrees and
-    /// leaves the fingers where the portable one does.
-    #[test]
-    fn run_lookups_give_index_positions() {
-        let mut rng = StdRng::seed_from_u64(9);
-        for _ in 0..300 {
-            let n = rng.random_range(0..60);
-            let mut ts: Vec<i64> = (0..n).map(|_| rng.random_range(0..200)).collect();
-            ts.sort_unstable();
-            let base = rng.random_range(0..1000);
-            let factor = rng.random_range(1..3);
-            let offsets: Vec<i64> = (0..rng.random_range(1..5))
-                .map(|_| rng.random_range(-20..20))
-                .collect();
-            let mut lt: Vec<i64> = (0..rng.random_range(0..30))
-                .map(|_| rng.random_range(-10..110))
-                .collect();
-            if rng.random_bool(0.7) {
-                lt.sort_unstable();
-            }
-            let starts: Vec<u32> = offsets
-                .iter()
-                .map(|_| rng.random_range(0..=n as u32 + 2))
-                .collect();
-            let stride = lt.len() + 1;
-            let how = Run {
-                offsets: &offsets,
-                factor,
-                plain: rng.random_bool(0.5),
-                none: 7777,
-                stride,
-            };
-            let (mut f1, mut out1) = (starts.clone(), vec![0; stride * offsets.len()]);
-            run((base, &ts), &mut f1, &lt, &how, &mut out1);
-            for (k, &o) in offsets.iter().enumerate() {
-                for (i, &t) in lt.iter().enumerate() {
-                    let p = ts.partition_point(|&x| x <= (t + o) * factor);
-                    let want = if p > 0 { (base + p - 1) as u32 } else { 7777 };
-                    assert_eq!(out1[k * stride + i], want);
-                }
-            }
-            #[cfg(all(target_arch = "x86_64", not(miri)))]
-            if KernelSet::detect().is_avx2() {
-                let (mut f2, mut out2) = (starts, vec![0; stride * offsets.len()]);
-                // SAFETY: `is_avx2` proves the CPU has AVX2 and POPCNT.
-                unsafe { run_avx2((base, &ts), &mut f2, &lt, &how, &mut out2) };
                 assert_eq!((f1, out1), (f2, out2));
             }
         }

@@ -9,6 +9,8 @@
 //!                 per-key index (binary search) when the left is unordered
 //!             ──▶ Fingers (finger.rs): many offsets per left row (HORIZON),
 //!                 a galloping finger per (key, offset) in the per-key index
+//!             ──▶ TimeDirectory (directory.rs): the same lookups from a
+//!                 per-key time-bucket directory (the folding HORIZON JOIN)
 //! ```
 //!
 //! Time is compared in *common ticks*: the finer unit of the two sides
@@ -16,6 +18,7 @@
 
 mod build;
 mod cursor;
+mod directory;
 mod distribution;
 mod finger;
 mod metrics;
@@ -25,6 +28,7 @@ mod timeline;
 
 pub(crate) use build::{BuiltTimeline, SharedBuild, build_timeline, drain_partitions};
 pub(crate) use cursor::{Found, MergeCursor};
+pub(crate) use directory::{RunShape, TimeDirectory};
 pub use distribution::{DistributionSetting, JoinDistribution};
 pub(crate) use distribution::{KeyedRight, TemporalDistribution};
 pub(crate) use finger::{Fingers, NO_ROW};
