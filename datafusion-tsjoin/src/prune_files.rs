@@ -227,6 +227,27 @@ pub(crate) fn file_predicate(
     (!kept.is_empty()).then(|| conjunction(kept))
 }
 
+/// The conjuncts of `source`'s predicate that the files' statistics
+/// describe (see [`file_predicate`]) and that `keep` accepts, joined;
+/// `None` when there are none.
+///
+/// ```ignore
+/// let on_time = scan_conjuncts(source, |c| collect_columns(c).iter().all(|c| c.index() == ts));
+/// ```
+pub(crate) fn scan_conjuncts(
+    source: &ParquetSource,
+    keep: impl Fn(&Arc<dyn PhysicalExpr>) -> bool,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    let predicate = source.filter()?;
+    let file_schema = source.table_schema().file_schema();
+    let kept: Vec<_> = split_conjunction(&predicate)
+        .into_iter()
+        .filter(|c| describes(c, file_schema) && keep(c))
+        .cloned()
+        .collect();
+    (!kept.is_empty()).then(|| conjunction(kept))
+}
+
 /// Whether every node of `expr` can be judged from file statistics: its
 /// columns are the file schema's, at the same position, and it holds no
 /// dynamic filter.

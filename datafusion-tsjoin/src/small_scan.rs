@@ -30,13 +30,12 @@
 //! ```
 
 use crate::config::TsJoinOptions;
-use crate::prune_files::{file_predicate, passing_share};
+use crate::prune_files::{passing_share, scan_conjuncts};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::datasource::physical_plan::{FileScanConfig, FileSource, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_expr::intervals::utils::check_support;
-use datafusion::physical_expr::utils::{conjunction, split_conjunction};
 use datafusion::physical_plan::ExecutionPlan;
 use std::sync::Arc;
 
@@ -72,18 +71,7 @@ pub(crate) fn is_small(
     // The conjuncts the interval analysis can bound (a string equality
     // would make it give up on all of them); the others count as keeping
     // every row.
-    let predicate = source
-        .filter()
-        .and_then(|p| file_predicate(&p, source.table_schema().file_schema()))
-        .map(|p| {
-            split_conjunction(&p)
-                .into_iter()
-                .filter(|c| check_support(c, &table))
-                .cloned()
-                .collect::<Vec<_>>()
-        })
-        .filter(|bounded| !bounded.is_empty())
-        .map(conjunction);
+    let predicate = scan_conjuncts(source, |c| check_support(c, &table));
     let mut rows = 0.0;
     for file in config.file_groups.iter().flat_map(|g| g.files()) {
         let Some(stats) = file.statistics.as_deref() else {

@@ -29,7 +29,7 @@
 //!
 //! [`InlineAggregateExec`]: super::InlineAggregateExec
 
-use crate::prune_files::{file_predicate, passing_share, with_group_statistics};
+use crate::prune_files::{passing_share, scan_conjuncts, with_group_statistics};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::array::RecordBatchOptions;
 use datafusion::arrow::datatypes::Schema;
@@ -46,7 +46,7 @@ use datafusion::functions::datetime::date_trunc::DateTruncFunc;
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
-use datafusion::physical_expr::utils::{collect_columns, conjunction, split_conjunction};
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::filter::FilterExec;
@@ -305,18 +305,9 @@ fn read_weights<'a>(
     files: impl Iterator<Item = &'a PartitionedFile>,
 ) -> Vec<u64> {
     let table = source.table_schema().table_schema();
-    let on_time = source
-        .filter()
-        .and_then(|f| file_predicate(&f, source.table_schema().file_schema()))
-        .map(|p| {
-            split_conjunction(&p)
-                .into_iter()
-                .filter(|c| collect_columns(c).iter().all(|c| c.index() == column))
-                .cloned()
-                .collect::<Vec<_>>()
-        })
-        .filter(|conjuncts| !conjuncts.is_empty())
-        .map(conjunction);
+    let on_time = scan_conjuncts(source, |c| {
+        collect_columns(c).iter().all(|c| c.index() == column)
+    });
     files
         .map(|file| {
             let share = match (&on_time, file.statistics.as_deref()) {

@@ -272,42 +272,9 @@ unsafe fn run_avx2(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::priority::PhaseGate;
-    use crate::temporal::timeline::TimelineBuild;
-    use datafusion::arrow::array::{Int64Array, RecordBatch};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::physical_expr::PhysicalExpr;
-    use datafusion::physical_expr::expressions::Column;
+    use crate::temporal::timeline::tests::{batch, timeline, ts_key_schema};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
-    use std::sync::Arc;
-
-    /// A timeline of `(time, key)` rows, keyed by `k`.
-    fn timeline(rows: &[(i64, i64)]) -> Timeline {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("ts", DataType::Int64, false),
-            Field::new("k", DataType::Int64, false),
-        ]));
-        let batch = RecordBatch::try_new(
-            Arc::clone(&schema),
-            vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-            ],
-        )
-        .unwrap();
-        let ts: Arc<dyn PhysicalExpr> = Arc::new(Column::new("ts", 0));
-        let keys: Vec<Arc<dyn PhysicalExpr>> = vec![Arc::new(Column::new("k", 1))];
-        let how = TimelineBuild {
-            schema,
-            keys: &keys,
-            ts: &ts,
-            factor: 1,
-            gate: &PhaseGate::default(),
-            keep: None,
-        };
-        Timeline::try_new(how, &[batch]).unwrap()
-    }
 
     /// Every lookup time, before, inside and after each group (extreme
     /// times included, clustered and spread groups, duplicates, groups of
@@ -330,7 +297,9 @@ mod tests {
                     (t, rng.random_range(0..keys))
                 })
                 .collect();
-            let tl = timeline(&rows);
+            let ts: Vec<i64> = rows.iter().map(|r| r.0).collect();
+            let keys: Vec<i64> = rows.iter().map(|r| r.1).collect();
+            let tl = timeline(&[batch(&ts_key_schema(), &ts, &keys)]);
             tl.build_index();
             for kernels in [KernelSet::scalar(), KernelSet::detect()] {
                 let dir = TimeDirectory::new(&tl, kernels);

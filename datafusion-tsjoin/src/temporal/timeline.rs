@@ -709,14 +709,14 @@ impl Timeline {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::temporal::{Found, MergeCursor};
     use datafusion::arrow::array::{Int64Array, TimestampMicrosecondArray};
     use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};
     use datafusion::physical_expr::expressions::Column;
 
-    fn batch(schema: &SchemaRef, ts: &[i64], k: &[i64]) -> RecordBatch {
+    pub(crate) fn batch(schema: &SchemaRef, ts: &[i64], k: &[i64]) -> RecordBatch {
         RecordBatch::try_new(
             Arc::clone(schema),
             vec![
@@ -728,7 +728,7 @@ mod tests {
     }
 
     /// The schema of [`batch`]: a microsecond time `ts` and a key `k`.
-    fn ts_key_schema() -> SchemaRef {
+    pub(crate) fn ts_key_schema() -> SchemaRef {
         Arc::new(Schema::new(vec![
             Field::new(
                 "ts",
@@ -739,7 +739,7 @@ mod tests {
         ]))
     }
 
-    fn timeline(batches: &[RecordBatch]) -> Timeline {
+    pub(crate) fn timeline(batches: &[RecordBatch]) -> Timeline {
         timeline_keeping(batches, None)
     }
 
