@@ -15,6 +15,7 @@
 
 use super::{DataArgs, machine, write_report};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::prelude::SessionContext;
 use datafusion_tsjoin::TsJoinContextExt;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -74,6 +75,23 @@ fn horizon_sql(clause: &str) -> String {
         "SELECT h.offset, {MARKOUT} AS markout FROM trades t HORIZON JOIN prices p ON (sym) \
          {clause} AS h ORDER BY h.offset"
     )
+}
+
+/// The ratio of the 61-offset HORIZON JOIN to one ASOF JOIN from `runs`
+/// pairs run one after the other (sorted): the machine's speed drifts
+/// from minute to minute, and the table's best times are taken minutes
+/// apart, shape after shape.
+async fn in_turns(ctx: &SessionContext, asof: &str, runs: usize) -> Result<Vec<f64>> {
+    let range61 = shapes().into_iter().find(|s| s.0 == "range61");
+    let horizon = horizon_sql(range61.expect("the range61 shape").1);
+    let mut ratios = vec![];
+    for _ in 0..runs.max(1) {
+        let h = measure(ctx, "", "range61", &[&horizon], 1).await?.best();
+        let a = measure(ctx, "", "asof1", &[asof], 1).await?.best();
+        ratios.push(h / a);
+    }
+    ratios.sort_by(f64::total_cmp);
+    Ok(ratios)
 }
 
 /// DataFusion 55 has no ASOF join: its best plain rewrite is a window over
@@ -183,6 +201,7 @@ pub async fn run(args: HorizonArgs) -> Result<()> {
         )
         .await?,
     );
+    let turns = in_turns(&ctx, &asof, args.runs).await?;
     let scan = "SELECT count(*), sum(t.price), count(DISTINCT t.sym) FROM trades t";
     results
         .push(measure(&ctx, "tsjoin scan of trades", "scan", &[scan], args.runs).await?);
@@ -253,6 +272,14 @@ pub async fn run(args: HorizonArgs) -> Result<()> {
             h / a
         ));
     }
+    md.push_str(&format!(
+        "\nThe same, the two queries run in turns ({} pairs, each pair's ratio): \
+         median {:.2}x, best {:.2}x, worst {:.2}x\n",
+        turns.len(),
+        turns[turns.len() / 2],
+        turns[0],
+        turns[turns.len() - 1]
+    ));
     for n in &notes {
         md.push_str(&format!("\nNote: {n}\n"));
     }
@@ -268,6 +295,7 @@ pub async fn run(args: HorizonArgs) -> Result<()> {
             "agrees_with_tsjoin": agrees(m), "answer": m.answer,
         })).collect::<Vec<_>>(),
         "notes": notes,
+        "range61_over_asof1_in_turns": turns,
     });
     write_report(&args.out, &format!("trades-{}", w.trades), &json, &md)?;
     if !mismatches.is_empty() {

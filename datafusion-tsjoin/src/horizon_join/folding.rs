@@ -30,13 +30,14 @@ use crate::temporal::{
     BuiltTimeline, RunShape, TimeDirectory, Timeline, key_arrays, record_join_time, ticks,
 };
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchOptions, UInt32Array,
-    make_array, new_null_array,
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray,
+    RecordBatch, RecordBatchOptions, UInt32Array, downcast_primitive_array, make_array,
+    new_null_array,
 };
-use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use datafusion::arrow::compute::{cast, concat, take};
 use datafusion::arrow::datatypes::{Field, Schema};
-use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::common::{DataFusionError, Result, ScalarValue, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::logical_expr::Accumulator;
@@ -125,16 +126,82 @@ impl FoldInputs {
         }
     }
 
+    /// Builds what the fold reads in two rounds of two threads (the
+    /// steps of a round need nothing from each other, and the partitions
+    /// wait for the build): the right leaves evaluated beside the per-key
+    /// indexes, then the leaves scattered into index order beside the
+    /// directories.
     fn evaluate(plan: FoldPlan, timelines: &[BuiltTimeline]) -> Result<Self> {
-        // Per read table: its leaves' inputs over its rows as they are, and
-        // over one row of NULLs.
+        let reads = |j: usize| plan.reads_right(j);
+        let (evaluated, indexed) = std::thread::scope(|scope| {
+            let evaluated = scope.spawn(|| Self::evaluate_leaves(&plan, timelines));
+            let indexed = timelines
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| reads(j))
+                .try_for_each(|(_, built)| built.ensure_index());
+            (joined(evaluated.join()), indexed)
+        });
+        indexed?;
+        let evaluated = evaluated?;
+        let kernels = KernelSet::detect();
+        let (directories, right) = std::thread::scope(|scope| {
+            let directories = scope.spawn(|| {
+                Ok(timelines
+                    .iter()
+                    .enumerate()
+                    .map(|(j, built)| {
+                        reads(j).then(|| TimeDirectory::new(&built.timeline, kernels))
+                    })
+                    .collect::<Vec<_>>())
+            });
+            let right = plan
+                .leaves
+                .iter()
+                .zip(evaluated)
+                .map(|(leaf, values)| match (leaf.side, values) {
+                    (LeafSide::Right(j), Some((values, null))) => {
+                        let tl = &timelines[j].timeline;
+                        let keyed = tl.to_keyed_order(values.as_ref(), null.as_ref())?;
+                        RightLeaf::new(keyed).map(Some)
+                    }
+                    _ => Ok(None),
+                })
+                .collect::<Result<Vec<_>>>();
+            (joined(directories.join()), right)
+        });
+        let (directories, right) = (directories?, right?);
+        for (built, dir) in timelines.iter().zip(&directories) {
+            if let Some(dir) = dir {
+                built.try_grow(dir.bytes())?;
+            }
+        }
+        for (leaf, values) in plan.leaves.iter().zip(&right) {
+            if let (LeafSide::Right(j), Some(v)) = (leaf.side, values) {
+                let dense = v.dense.as_ref().map_or(0, |d| d.get_array_memory_size());
+                timelines[j].try_grow(v.values.get_array_memory_size() + dense)?;
+            }
+        }
+        Ok(Self {
+            plan,
+            right,
+            directories,
+        })
+    }
+
+    /// Per leaf, for a right leaf: its values over its table's rows as
+    /// they are, and over one row of NULLs (what a pair without a match
+    /// reads).
+    fn evaluate_leaves(
+        plan: &FoldPlan,
+        timelines: &[BuiltTimeline],
+    ) -> Result<Vec<Option<LeafValues>>> {
         let mut inputs = vec![];
         for (j, built) in timelines.iter().enumerate() {
             if !plan.reads_right(j) {
                 inputs.push(None);
                 continue;
             }
-            built.ensure_index()?;
             let batch = &built.timeline.batch;
             let schema = batch.schema();
             let fields: Vec<Field> = plan.right_inputs[j]
@@ -161,44 +228,30 @@ impl FoldInputs {
             )?;
             inputs.push(Some((rows, nulls)));
         }
-        let kernels = KernelSet::detect();
-        let mut directories = vec![];
-        for (j, built) in timelines.iter().enumerate() {
-            directories.push(if plan.reads_right(j) {
-                let dir = TimeDirectory::new(&built.timeline, kernels);
-                built.try_grow(dir.bytes())?;
-                Some(dir)
-            } else {
-                None
-            });
-        }
-        let mut right = vec![];
-        for leaf in &plan.leaves {
-            right.push(match leaf.side {
-                LeafSide::Right(j) => {
-                    let Some((rows, nulls)) = &inputs[j] else {
-                        unreachable!("a right leaf's table is read")
-                    };
-                    let tl = &timelines[j].timeline;
-                    let values = leaf.expr.evaluate(rows)?.into_array(rows.num_rows())?;
-                    let keyed = tl.to_keyed_order(values.as_ref())?;
-                    let null = leaf.expr.evaluate(nulls)?.into_array(1)?;
-                    let values = concat(&[keyed.as_ref(), null.as_ref()])?;
-                    let leaf = RightLeaf::new(values)?;
-                    let dense =
-                        leaf.dense.as_ref().map_or(0, |d| d.get_array_memory_size());
-                    timelines[j].try_grow(leaf.values.get_array_memory_size() + dense)?;
-                    Some(leaf)
-                }
-                _ => None,
-            });
-        }
-        Ok(Self {
-            plan,
-            right,
-            directories,
-        })
+        plan.leaves
+            .iter()
+            .map(|leaf| {
+                let LeafSide::Right(j) = leaf.side else {
+                    return Ok(None);
+                };
+                let Some((rows, nulls)) = &inputs[j] else {
+                    unreachable!("a right leaf's table is read")
+                };
+                let values = leaf.expr.evaluate(rows)?.into_array(rows.num_rows())?;
+                let null = leaf.expr.evaluate(nulls)?.into_array(1)?;
+                Ok(Some((values, null)))
+            })
+            .collect()
     }
+}
+
+/// A right leaf's values over its table's rows (input order), and over
+/// one row of NULLs.
+type LeafValues = (ArrayRef, ArrayRef);
+
+/// A scoped thread's result, its panic as an internal error.
+fn joined<T>(r: std::thread::Result<Result<T>>) -> Result<T> {
+    r.unwrap_or_else(|_| internal_err!("HorizonJoinExec: a build thread panicked"))
 }
 
 /// Per offset, one accumulator per folded aggregate (see [`OffsetFold`]).
@@ -297,6 +350,10 @@ pub(super) struct Folder {
     chunk: Chunk,
     /// Rows per evaluated slice (the session's batch size).
     slice: usize,
+    /// Per read table, the positions of a slice's rows at a block of
+    /// offsets and, per offset, whether some pair did not match: reused
+    /// from block to block.
+    positions: Vec<(Vec<u32>, Vec<bool>)>,
     reservation: MemoryReservation,
 }
 
@@ -335,6 +392,7 @@ impl Folder {
             left_slot,
             chunk: Chunk::default(),
             slice: context.session_config().batch_size().max(1),
+            positions: vec![],
             reservation,
         }
     }
@@ -452,10 +510,12 @@ impl Folder {
                 // Each block starts at the slice's first run and stops at
                 // the same run.
                 run_at = slice_runs;
-                let positions = self.positions(&ordered, &block, &rows, &mut run_at);
+                let mut positions = std::mem::take(&mut self.positions);
+                self.positions(&ordered, &block, &rows, &mut run_at, &mut positions);
                 for ki in block.clone() {
                     self.fold_slice(&ordered, ki, &rows, &positions, ki - first)?;
                 }
+                self.positions = positions;
             }
             self.args.folding.account()?;
         }
@@ -489,12 +549,21 @@ impl Folder {
             .skip(1)
             .map(|g| perm.iter().map(|&r| g[r as usize]).collect())
             .collect();
-        let plain = self
+        let plain: Vec<bool> = self
             .read
             .iter()
             .map(|&j| {
                 let factor = self.args.spec.rights[j].scale.left_factor();
                 no_overflow(&lt, &self.args.offsets, factor)
+            })
+            .collect();
+        let scaled = self
+            .read
+            .iter()
+            .zip(&plain)
+            .map(|(&j, &plain)| {
+                let factor = self.args.spec.rights[j].scale.left_factor();
+                (plain && factor != 1).then(|| times_factor(&lt, factor))
             })
             .collect();
         let perm = UInt32Array::from(perm);
@@ -516,22 +585,24 @@ impl Folder {
             runs,
             others,
             plain,
+            scaled,
         })
     }
 
     /// Per read table, the index positions of `rows` (of `ordered`) at
     /// the offsets numbered `block`, offset after offset (`rows.len()`
-    /// apart), and per offset whether some pair did not match.
+    /// apart), and per offset whether some pair did not match: into `out`.
     fn positions(
         &mut self,
         ordered: &Ordered,
         block: &Range<usize>,
         rows: &Range<usize>,
         run_at: &mut usize,
-    ) -> Vec<(UInt32Array, Vec<bool>)> {
+        out: &mut Vec<(Vec<u32>, Vec<bool>)>,
+    ) {
         let len = rows.len();
         let offsets = &self.args.offsets[block.clone()];
-        let mut out = vec![];
+        out.resize_with(self.read.len(), Default::default);
         for (t, &j) in self.read.iter().enumerate() {
             let tl = &self.args.timelines[j].timeline;
             let factor = self.args.spec.rights[j].scale.left_factor();
@@ -545,14 +616,19 @@ impl Folder {
             let dir = self.args.inputs.directories[j]
                 .as_ref()
                 .expect("a read table has a directory");
-            let scale = (factor, ordered.plain[t]);
-            let at =
-                slice_positions(tl, dir, offsets, scale, (rows, &ordered.lt), groups);
-            let none = tl.keyed_rows().len() as u32;
-            let unmatched = at.chunks(len).map(|c| c.contains(&none)).collect();
-            out.push((UInt32Array::from(at), unmatched));
+            // Plain lookups take times and offsets in common ticks.
+            let plain = ordered.plain[t];
+            let (lt, offsets) = match &ordered.scaled[t] {
+                Some(lt) => (lt, times_factor(offsets, factor)),
+                None => (&ordered.lt, offsets.to_vec()),
+            };
+            let scale = (factor, plain);
+            let (at, unmatched) = &mut out[t];
+            slice_positions(tl, dir, &offsets, scale, (rows, lt), groups, at);
+            let none = tl.keyed_len() as u32;
+            unmatched.clear();
+            unmatched.extend(at.chunks(len).map(|c| c.contains(&none)));
         }
-        out
     }
 
     /// Folds the pairs of `rows` (of `ordered`) at offset `ki` (the
@@ -563,7 +639,7 @@ impl Folder {
         ordered: &Ordered,
         ki: usize,
         rows: &Range<usize>,
-        positions: &[(UInt32Array, Vec<bool>)],
+        positions: &[(Vec<u32>, Vec<bool>)],
         b: usize,
     ) -> Result<()> {
         let (s, len) = (rows.start, rows.len());
@@ -582,11 +658,7 @@ impl Folder {
                         let t = self.read.iter().position(|&x| x == j);
                         let (at, unmatched) = &positions[t.expect("read")];
                         let right = right.as_ref().expect("right leaf");
-                        take(
-                            right.for_slice(unmatched[b]).as_ref(),
-                            &at.slice(b * len, len),
-                            None,
-                        )?
+                        gather(right.for_slice(unmatched[b]), &at[b * len..][..len])?
                     }
                     LeafSide::Offset => Arc::new(Int64Array::from_value(o, len)),
                     LeafSide::Timestamp => {
@@ -636,6 +708,9 @@ struct Ordered {
     others: Vec<Vec<Option<u32>>>,
     /// Per read table: no lookup time can overflow (see [`no_overflow`]).
     plain: Vec<bool>,
+    /// Per read table, where its lookups are plain and its factor is not
+    /// 1: the left times in common ticks (see [`RunShape::plain`]).
+    scaled: Vec<Option<Vec<i64>>>,
 }
 
 /// How [`slice_positions`] finds a slice's rows' key groups: for the
@@ -649,8 +724,8 @@ enum Groups<'a> {
 /// The per-key index positions in `tl` of the rows `rows` (left times
 /// `lt`, in the chunk's group order) at a block of offsets, offset after
 /// offset, `none` (the leaves' NULL row) where nothing matches, looked up
-/// in `dir`. By runs, each group's rows are looked up together; by rows,
-/// one by one.
+/// in `dir`, into `out`. By runs, each group's rows are looked up
+/// together; by rows, one by one.
 fn slice_positions(
     tl: &Timeline,
     dir: &TimeDirectory,
@@ -658,10 +733,12 @@ fn slice_positions(
     (factor, plain): (i64, bool),
     (rows, lt): (&Range<usize>, &[i64]),
     groups: Groups,
-) -> Vec<u32> {
+    out: &mut Vec<u32>,
+) {
     let (s, e, len) = (rows.start, rows.end, rows.len());
-    let none = tl.keyed_rows().len() as u32;
-    let mut out = vec![none; len * block.len()];
+    let none = tl.keyed_len() as u32;
+    out.clear();
+    out.resize(len * block.len(), none);
     let how = RunShape {
         offsets: block,
         factor,
@@ -698,7 +775,36 @@ fn slice_positions(
             }
         }
     }
-    out
+}
+
+/// `values` at positions `at`: arrow's `take` without an index array to
+/// build; a primitive array's validity is gathered only where it has
+/// NULLs.
+fn gather(values: &ArrayRef, at: &[u32]) -> Result<ArrayRef> {
+    downcast_primitive_array!(
+        values => Ok(Arc::new(gather_primitive(values, at))),
+        _ => Ok(take(values.as_ref(), &UInt32Array::from(at.to_vec()), None)?)
+    )
+}
+
+fn gather_primitive<T: ArrowPrimitiveType>(
+    values: &PrimitiveArray<T>,
+    at: &[u32],
+) -> PrimitiveArray<T> {
+    let from = values.values();
+    let out: ScalarBuffer<T::Native> = at.iter().map(|&p| from[p as usize]).collect();
+    let nulls = values.nulls().filter(|n| n.null_count() > 0).map(|n| {
+        NullBuffer::new(BooleanBuffer::collect_bool(at.len(), |i| {
+            n.is_valid(at[i] as usize)
+        }))
+    });
+    PrimitiveArray::new(out, nulls).with_data_type(values.data_type().clone())
+}
+
+/// `values` times `factor`, wrapping: where `(t + o) * factor` does not
+/// overflow (see [`no_overflow`]), `t * factor + o * factor` equals it.
+fn times_factor(values: &[i64], factor: i64) -> Vec<i64> {
+    values.iter().map(|v| v.wrapping_mul(factor)).collect()
 }
 
 /// Whether `(t + o) * factor` stays in range for every time `t` of `lt`

@@ -163,7 +163,7 @@ impl TimeDirectory {
         let b = self.groups[g as usize];
         let starts = &self.starts[b.at..b.at + b.buckets + 1];
         let (p, end) = bucket(&b, starts, t);
-        partition_after(ts, p, end, t, count_up)
+        partition_after(ts, p, || starts[end] as usize, t, count_up)
     }
 }
 
@@ -174,7 +174,9 @@ pub(crate) struct RunShape<'a> {
     pub offsets: &'a [i64],
     pub factor: i64,
     /// No `(t + offset) * factor` overflows (the caller checked the
-    /// times' range): plain arithmetic, without saturating.
+    /// times' range) and the caller passes the left times and the offsets
+    /// already multiplied by `factor` (wrapping: the sums are then exact):
+    /// a lookup's time is one addition, without saturating.
     pub plain: bool,
     pub none: u32,
     pub stride: usize,
@@ -185,7 +187,7 @@ impl RunShape<'_> {
     #[inline(always)]
     fn time(&self, t: i64, o: i64) -> i64 {
         if self.plain {
-            t.wrapping_add(o).wrapping_mul(self.factor)
+            t.wrapping_add(o)
         } else {
             t.saturating_add(o).saturating_mul(self.factor)
         }
@@ -193,18 +195,20 @@ impl RunShape<'_> {
 }
 
 /// Where the rows at or before `t` may end in a group: the first row of
-/// `t`'s bucket (every row before it is earlier than `t`) and the end of
-/// the bucket (every row from it on is later).
+/// `t`'s bucket (every row before it is earlier than `t`), and the entry
+/// of `starts` that holds the end of the bucket (every row from it on is
+/// later; read only by the rare lookup whose bucket holds more rows than
+/// a few steps count, so that the others spend no load on it).
 #[inline(always)]
 fn bucket(b: &Buckets, starts: &[u32], t: i64) -> (usize, usize) {
     if t < b.t0 {
+        // Entry 0 is 0: no row is earlier than the first.
         return (0, 0);
     }
     // `t >= t0`: the difference is exact as unsigned.
     let k =
         ((t as u64).wrapping_sub(b.t0 as u64) >> b.shift).min(b.buckets as u64) as usize;
-    let end = starts[(k + 1).min(b.buckets)];
-    (starts[k] as usize, end as usize)
+    (starts[k] as usize, (k + 1).min(b.buckets))
 }
 
 /// [`TimeDirectory::lookup_run`], portable: offset after offset, the run's
@@ -224,7 +228,7 @@ fn run(
         for (slot, &t) in out.iter_mut().zip(lt) {
             let t = how.time(t, o);
             let (p, end) = bucket(b, starts, t);
-            let p = partition_after(ts, p, end, t, count_up);
+            let p = partition_after(ts, p, || starts[end] as usize, t, count_up);
             *slot = if p > 0 {
                 (base + p - 1) as u32
             } else {
@@ -257,6 +261,7 @@ unsafe fn run_avx2(
             let t = how.time(t, o);
             let (p, end) = bucket(b, starts, t);
             // SAFETY: this function's caller guarantees AVX2 and POPCNT.
+            let end = || starts[end] as usize;
             let p = partition_after(ts, p, end, t, |ts, p, t| unsafe {
                 super::finger::count_up_avx2(ts, p, t)
             });
@@ -327,15 +332,22 @@ mod tests {
                                 t.checked_add(o).and_then(|t| t.checked_mul(2)).is_some()
                             })
                         });
+                    // Plain lookups take their inputs scaled.
+                    let scale = |v: &[i64]| -> Vec<i64> {
+                        v.iter()
+                            .map(|&x| if plain { x.wrapping_mul(2) } else { x })
+                            .collect()
+                    };
+                    let scaled = scale(&offsets);
                     let how = RunShape {
-                        offsets: &offsets,
+                        offsets: &scaled,
                         factor: 2,
                         plain,
                         none: 9999,
                         stride: lt.len(),
                     };
                     let mut out = vec![0; lt.len() * offsets.len()];
-                    dir.lookup_run(g, (base, ts), &how, &lt, &mut out);
+                    dir.lookup_run(g, (base, ts), &how, &scale(&lt), &mut out);
                     for (k, &o) in offsets.iter().enumerate() {
                         for (i, &t) in lt.iter().enumerate() {
                             let t = t.saturating_add(o).saturating_mul(2);

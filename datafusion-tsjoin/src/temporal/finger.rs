@@ -143,19 +143,19 @@ fn finger_step(ts: &[i64], finger: usize, t: i64) -> usize {
     if f > 0 && ts[f - 1] > t {
         return search_near(ts, f, |x| x <= t);
     }
-    partition_after(ts, f, ts.len(), t, count_up)
+    partition_after(ts, f, || ts.len(), t, count_up)
 }
 
 /// `ts.partition_point(|x| x <= t)` (ascending `ts`) for an answer known
-/// to lie in `p..=end`: up to [`NEAR_STEPS`] steps of `step` (one of
+/// to lie in `p..=end()`: up to [`NEAR_STEPS`] steps of `step` (one of
 /// [`NEAR`] rows each, see [`count_up`]), then a gallop from where they
-/// stopped, within `..end`. Always inlined, so that a step compiled for
+/// stopped, within `..end()` (called only then). Always inlined, so that a step compiled for
 /// AVX2 stays in its caller's loop.
 #[inline(always)]
 pub(super) fn partition_after(
     ts: &[i64],
     p: usize,
-    end: usize,
+    end: impl FnOnce() -> usize,
     t: i64,
     step: impl Fn(&[i64], usize, i64) -> Result<usize, usize>,
 ) -> usize {
@@ -166,7 +166,7 @@ pub(super) fn partition_after(
             Err(next) => f = next,
         }
     }
-    search_near(&ts[..end.max(f)], f, |x| x <= t)
+    search_near(&ts[..end().max(f)], f, |x| x <= t)
 }
 
 /// One step of the count of rows `<= t` from `f` (every row before `f` is

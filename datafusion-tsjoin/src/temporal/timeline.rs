@@ -69,8 +69,12 @@ pub(crate) struct Timeline {
 /// Per key group, its `seq` entries (rows and times) in time order.
 struct KeyedIndex {
     offsets: Vec<usize>,
-    rows: Vec<u32>,
     ts: Vec<i64>,
+    /// The rows, scattered only when first asked for: a lookup that
+    /// reads values already put in index order ([`Timeline::to_keyed_order`])
+    /// never needs them, and each scattered array costs the build as much
+    /// as the times.
+    rows: OnceLock<Vec<u32>>,
 }
 
 /// A dictionary key compares by value: arrow's row format (several keys)
@@ -524,7 +528,8 @@ impl Timeline {
             + self.first_seq.capacity() * 4
     }
 
-    /// Bytes the per-key index would hold once built.
+    /// Bytes the per-key index would hold once built (its rows included,
+    /// though they are scattered only on first use).
     pub(crate) fn index_bytes(&self) -> usize {
         self.seq_ts.len() * 12 + (self.groups + 1) * 8
     }
@@ -582,13 +587,23 @@ impl Timeline {
             for i in 0..self.groups {
                 offsets[i + 1] += offsets[i];
             }
-            let mut rows = vec![0u32; self.seq_ts.len()];
             let mut ts = vec![0i64; self.seq_ts.len()];
-            self.scatter_by_group(&offsets, |k, at| {
-                rows[at] = self.seq_row(k);
-                ts[at] = self.seq_ts[k];
-            });
-            KeyedIndex { offsets, rows, ts }
+            self.scatter_by_group(&offsets, |k, at| ts[at] = self.seq_ts[k]);
+            KeyedIndex {
+                offsets,
+                ts,
+                rows: OnceLock::new(),
+            }
+        })
+    }
+
+    /// The per-key index's rows (see [`Self::keyed_rows`]).
+    fn index_rows(&self) -> &[u32] {
+        let ix = self.index();
+        ix.rows.get_or_init(|| {
+            let mut rows = vec![0u32; self.seq_ts.len()];
+            self.scatter_by_group(&ix.offsets, |k, at| rows[at] = self.seq_row(k));
+            rows
         })
     }
 
@@ -612,7 +627,7 @@ impl Timeline {
     pub(crate) fn group_slice(&self, g: u32) -> (&[u32], &[i64]) {
         let ix = self.index();
         let (a, b) = (ix.offsets[g as usize], ix.offsets[g as usize + 1]);
-        (&ix.rows[a..b], &ix.ts[a..b])
+        (&self.index_rows()[a..b], &ix.ts[a..b])
     }
 
     /// Group `g`'s start in the per-key index and its times in time order
@@ -629,21 +644,32 @@ impl Timeline {
     /// each group's in time order (builds the index if needed: callers
     /// reserve it first).
     pub(crate) fn keyed_rows(&self) -> &[u32] {
-        &self.index().rows
+        self.index_rows()
+    }
+
+    /// The number of positions of the per-key index (rows with a time).
+    pub(crate) fn keyed_len(&self) -> usize {
+        self.seq_ts.len()
     }
 
     /// `values` (one per row of `batch`) in the per-key index's order
     /// ([`Self::keyed_rows`]), so that lookups walking a group in time
-    /// order read them front to back. A primitive array is scattered in
-    /// one pass over the rows in time order (each group's slots filled in
-    /// turn: reads in order, writes to one place per group) rather than
-    /// gathered from all over the batch; other types are taken.
-    pub(crate) fn to_keyed_order(&self, values: &dyn Array) -> Result<ArrayRef> {
+    /// order read them front to back, then `tail` (of the same type; the
+    /// fold's row of NULLs). A primitive array is scattered in one pass
+    /// over the rows in time order (each group's slots filled in turn:
+    /// reads in order, writes to one place per group) rather than gathered
+    /// from all over the batch, into an array with room for the tail;
+    /// other types are taken, then concatenated.
+    pub(crate) fn to_keyed_order(
+        &self,
+        values: &dyn Array,
+        tail: &dyn Array,
+    ) -> Result<ArrayRef> {
         downcast_primitive_array!(
-            values => Ok(Arc::new(self.scatter_keyed(values))),
+            values => Ok(Arc::new(self.scatter_keyed(values, tail.as_primitive())?)),
             _ => {
                 let rows = UInt32Array::from(self.keyed_rows().to_vec());
-                Ok(take(values, &rows, None)?)
+                Ok(concat(&[take(values, &rows, None)?.as_ref(), tail])?)
             }
         )
     }
@@ -651,24 +677,35 @@ impl Timeline {
     fn scatter_keyed<T: ArrowPrimitiveType>(
         &self,
         values: &PrimitiveArray<T>,
-    ) -> PrimitiveArray<T> {
+        tail: &PrimitiveArray<T>,
+    ) -> Result<PrimitiveArray<T>> {
         let n = self.seq_key.len();
-        let mut out = vec![T::Native::default(); n];
-        let mut valid = values.nulls().map(|_| BooleanBufferBuilder::new(n));
+        let len = n + tail.len();
+        let mut out = vec![T::Native::default(); len];
+        out[n..].copy_from_slice(tail.values());
+        // Validity bits are scattered only where some value is NULL.
+        let value_nulls = values.nulls().filter(|v| v.null_count() > 0);
+        let mut valid = (value_nulls.is_some() || tail.null_count() > 0)
+            .then(|| BooleanBufferBuilder::new(len));
         if let Some(v) = &mut valid {
-            v.append_n(n, false);
+            v.append_n(n, value_nulls.is_none());
+            (0..tail.len()).for_each(|i| v.append(tail.is_valid(i)));
         }
         let from = values.values();
-        self.scatter_by_group(&self.index().offsets, |k, at| {
-            let row = self.seq_row(k) as usize;
-            out[at] = from[row];
-            if let Some(v) = &mut valid {
-                v.set_bit(at, values.is_valid(row));
-            }
-        });
+        let offsets = &self.index().offsets;
+        match (&mut valid, value_nulls) {
+            (Some(v), Some(nulls)) => self.scatter_by_group(offsets, |k, at| {
+                let row = self.seq_row(k) as usize;
+                out[at] = from[row];
+                v.set_bit(at, nulls.is_valid(row));
+            }),
+            _ => self.scatter_by_group(offsets, |k, at| {
+                out[at] = from[self.seq_row(k) as usize];
+            }),
+        }
         let nulls = valid.map(|mut v| NullBuffer::new(v.finish()));
-        PrimitiveArray::<T>::new(out.into(), nulls)
-            .with_data_type(values.data_type().clone())
+        Ok(PrimitiveArray::<T>::try_new(out.into(), nulls)?
+            .with_data_type(values.data_type().clone()))
     }
 
     /// The row of group `g` that a lookup at time `t` finds, by binary
@@ -785,11 +822,16 @@ pub(super) mod tests {
             ));
             let rows = UInt32Array::from(tl.keyed_rows().to_vec());
             for values in [floats, strings] {
-                let want = take(values.as_ref(), &rows, None).unwrap();
-                assert_eq!(
-                    tl.to_keyed_order(values.as_ref()).unwrap().as_ref(),
-                    want.as_ref()
-                );
+                for tail in [new_null_array(values.data_type(), 1), values.slice(0, 2)] {
+                    let taken = take(values.as_ref(), &rows, None).unwrap();
+                    let want = concat(&[taken.as_ref(), tail.as_ref()]).unwrap();
+                    assert_eq!(
+                        tl.to_keyed_order(values.as_ref(), tail.as_ref())
+                            .unwrap()
+                            .as_ref(),
+                        want.as_ref()
+                    );
+                }
             }
         }
     }
