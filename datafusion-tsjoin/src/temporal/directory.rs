@@ -260,8 +260,8 @@ unsafe fn run_avx2(
         for (slot, &t) in out.iter_mut().zip(lt) {
             let t = how.time(t, o);
             let (p, end) = bucket(b, starts, t);
-            // SAFETY: this function's caller guarantees AVX2 and POPCNT.
             let end = || starts[end] as usize;
+            // SAFETY: this function's caller guarantees AVX2 and POPCNT.
             let p = partition_after(ts, p, end, t, |ts, p, t| unsafe {
                 super::finger::count_up_avx2(ts, p, t)
             });

@@ -149,8 +149,8 @@ fn finger_step(ts: &[i64], finger: usize, t: i64) -> usize {
 /// `ts.partition_point(|x| x <= t)` (ascending `ts`) for an answer known
 /// to lie in `p..=end()`: up to [`NEAR_STEPS`] steps of `step` (one of
 /// [`NEAR`] rows each, see [`count_up`]), then a gallop from where they
-/// stopped, within `..end()` (called only then). Always inlined, so that a step compiled for
-/// AVX2 stays in its caller's loop.
+/// stopped, within `..end()` (called only then). Always inlined, so that
+/// a step compiled for AVX2 stays in its caller's loop.
 #[inline(always)]
 pub(super) fn partition_after(
     ts: &[i64],

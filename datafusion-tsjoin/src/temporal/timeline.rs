@@ -665,12 +665,17 @@ impl Timeline {
         values: &dyn Array,
         tail: &dyn Array,
     ) -> Result<ArrayRef> {
+        let taken = || -> Result<ArrayRef> {
+            let rows = UInt32Array::from(self.keyed_rows().to_vec());
+            Ok(concat(&[take(values, &rows, None)?.as_ref(), tail])?)
+        };
+        if values.data_type() != tail.data_type() {
+            // Concatenation reports the mismatch.
+            return taken();
+        }
         downcast_primitive_array!(
             values => Ok(Arc::new(self.scatter_keyed(values, tail.as_primitive())?)),
-            _ => {
-                let rows = UInt32Array::from(self.keyed_rows().to_vec());
-                Ok(concat(&[take(values, &rows, None)?.as_ref(), tail])?)
-            }
+            _ => taken()
         )
     }
 
@@ -821,6 +826,9 @@ pub(super) mod tests {
                 (0..n).map(|i| format!("s{i}")),
             ));
             let rows = UInt32Array::from(tl.keyed_rows().to_vec());
+            // A tail of another type is an error, not a panic.
+            let ints = new_null_array(&DataType::Int64, 1);
+            assert!(tl.to_keyed_order(floats.as_ref(), ints.as_ref()).is_err());
             for values in [floats, strings] {
                 for tail in [new_null_array(values.data_type(), 1), values.slice(0, 2)] {
                     let taken = take(values.as_ref(), &rows, None).unwrap();
