@@ -27,7 +27,8 @@ use super::metrics::HorizonJoinMetrics;
 use super::spec::HorizonJoinSpec;
 use crate::kernels::KernelSet;
 use crate::temporal::{
-    BuiltTimeline, RunShape, TimeDirectory, Timeline, key_arrays, record_join_time, ticks,
+    BuiltTimeline, RunShape, TimeDirectory, Timeline, joined, key_arrays,
+    record_join_time, ticks,
 };
 use datafusion::arrow::array::{
     Array, ArrayRef, ArrowPrimitiveType, AsArray, Int64Array, PrimitiveArray,
@@ -37,10 +38,11 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use datafusion::arrow::compute::{cast, concat, take};
 use datafusion::arrow::datatypes::{Field, Schema};
-use datafusion::common::{DataFusionError, Result, ScalarValue, internal_err};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::logical_expr::Accumulator;
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -140,7 +142,8 @@ impl FoldInputs {
                 .enumerate()
                 .filter(|&(j, _)| reads(j))
                 .try_for_each(|(_, built)| built.ensure_index());
-            (joined(evaluated.join()), indexed)
+            let doing = "HorizonJoinExec: evaluating the right leaves";
+            (joined(evaluated.join(), doing), indexed)
         });
         indexed?;
         let evaluated = evaluated?;
@@ -168,7 +171,8 @@ impl FoldInputs {
                     _ => Ok(None),
                 })
                 .collect::<Result<Vec<_>>>();
-            (joined(directories.join()), right)
+            let doing = "HorizonJoinExec: building the time directories";
+            (joined(directories.join(), doing), right)
         });
         let (directories, right) = (directories?, right?);
         for (built, dir) in timelines.iter().zip(&directories) {
@@ -248,11 +252,6 @@ impl FoldInputs {
 /// A right leaf's values over its table's rows (input order), and over
 /// one row of NULLs.
 type LeafValues = (ArrayRef, ArrayRef);
-
-/// A scoped thread's result, its panic as an internal error.
-fn joined<T>(r: std::thread::Result<Result<T>>) -> Result<T> {
-    r.unwrap_or_else(|_| internal_err!("HorizonJoinExec: a build thread panicked"))
-}
 
 /// Per offset, one accumulator per folded aggregate (see [`OffsetFold`]).
 pub(super) struct Folding {
@@ -619,8 +618,8 @@ impl Folder {
             // Plain lookups take times and offsets in common ticks.
             let plain = ordered.plain[t];
             let (lt, offsets) = match &ordered.scaled[t] {
-                Some(lt) => (lt, times_factor(offsets, factor)),
-                None => (&ordered.lt, offsets.to_vec()),
+                Some(lt) => (lt, Cow::Owned(times_factor(offsets, factor))),
+                None => (&ordered.lt, Cow::Borrowed(offsets)),
             };
             let scale = (factor, plain);
             let (at, unmatched) = &mut out[t];

@@ -41,4 +41,4 @@ pub(crate) use time::{array_is_non_decreasing, tick_array};
 // Row-by-row forms, kept for the temporal joins that read times as options.
 #[allow(unused_imports)]
 pub(crate) use time::{is_non_decreasing, ticks};
-pub(crate) use timeline::{Timeline, key_arrays};
+pub(crate) use timeline::{Timeline, joined, key_arrays};

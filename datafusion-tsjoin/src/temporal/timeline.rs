@@ -216,11 +216,11 @@ fn intern_rows(
             _ => Ok(vec![]),
         };
         std::iter::once(own)
-            .chain(handles.into_iter().map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    internal_err!("interning right-side keys: a thread panicked")
-                })
-            }))
+            .chain(
+                handles
+                    .into_iter()
+                    .map(|h| joined(h.join(), "interning right-side keys")),
+            )
             .collect()
     });
     let mut firsts = firsts.into_iter();
@@ -315,6 +315,16 @@ fn kept_batch(
     Ok(RecordBatch::try_new_with_options(
         schema, columns, &options,
     )?)
+}
+
+/// A build thread's result, its panic an internal error saying what the
+/// thread was `doing`.
+///
+/// ```ignore
+/// let copied = std::thread::scope(|s| joined(s.spawn(copy).join(), "copying"))?;
+/// ```
+pub(crate) fn joined<T>(r: std::thread::Result<Result<T>>, doing: &str) -> Result<T> {
+    r.unwrap_or_else(|_| internal_err!("{doing}: a thread panicked"))
 }
 
 /// Right rows from which [`Timeline::try_new`] copies the times and kept
@@ -438,9 +448,7 @@ impl Timeline {
             std::thread::scope(|scope| -> Result<_> {
                 let copied = scope.spawn(copy);
                 let interned = key_groups(&how, ordered, n);
-                let copied = copied.join().unwrap_or_else(|_| {
-                    internal_err!("copying the right side: a thread panicked")
-                });
+                let copied = joined(copied.join(), "copying the right side");
                 Ok((copied?, interned?))
             })?
         } else {
