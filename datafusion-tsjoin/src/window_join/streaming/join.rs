@@ -2,9 +2,10 @@
 //! [`Timeline`], with per key only the right rows inside the current window
 //! ([`KeyWindow`]) and the aggregates maintained as rows enter and leave.
 
-use super::window::{MonoDeque, SumStack};
+use super::lanes::{Lane, RightSide, column_needs, non_null_picks};
+use super::window::{Inputs, Sliding, key_f64};
 use crate::functions::Position;
-use crate::temporal::{Found, MergeCursor, Timeline, key_arrays};
+use crate::temporal::{Found, MergeCursor, key_arrays};
 use crate::window_join::bounds::Prevailing;
 use crate::window_join::eval::eval_ticks;
 use crate::window_join::fast::column::ColumnType;
@@ -15,7 +16,6 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::{cast, take};
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type};
 use datafusion::common::Result;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -23,117 +23,100 @@ use std::sync::Arc;
 /// No [`KeyWindow`] for a group yet.
 const NO_SLOT: u32 = u32::MAX;
 
-/// One fast column's argument values by right row (of the timeline's
-/// batch). NULL slots hold 0, so sums can add them unconditionally.
-#[derive(Debug)]
-pub(crate) struct Lane {
-    ty: ColumnType,
-    floats: Vec<f64>,
-    ints: Vec<i64>,
-    valid: Option<NullBuffer>,
-}
-
-impl Lane {
-    /// The lane of column `ty` over `values` (the argument, by row).
-    pub(crate) fn try_new(ty: ColumnType, values: &ArrayRef) -> Result<Self> {
-        let valid = values.logical_nulls();
-        let mut lane = Lane {
-            ty,
-            floats: vec![],
-            ints: vec![],
-            valid,
-        };
-        let is_valid = |i: usize| lane.valid.as_ref().is_none_or(|v| v.is_valid(i));
-        match ty {
-            ColumnType::Float => {
-                let f = cast(values, &DataType::Float64)?;
-                let f = f.as_primitive::<Float64Type>();
-                let floats = (0..f.len())
-                    .map(|i| if is_valid(i) { f.value(i) } else { 0.0 })
-                    .collect();
-                lane.floats = floats;
-            }
-            ColumnType::Int => {
-                let x = cast(values, &DataType::Int64)?;
-                let x = x.as_primitive::<Int64Type>();
-                let ints = (0..x.len())
-                    .map(|i| if is_valid(i) { x.value(i) } else { 0 })
-                    .collect();
-                lane.ints = ints;
-            }
-            ColumnType::NullsOnly => {}
-        }
-        Ok(lane)
-    }
-
-    #[inline]
-    fn is_valid(&self, row: u32) -> bool {
-        self.valid.as_ref().is_none_or(|v| v.is_valid(row as usize))
-    }
-
-    /// Bytes held.
-    pub(crate) fn bytes(&self) -> usize {
-        self.floats.capacity() * 8
-            + self.ints.capacity() * 8
-            + self.valid.as_ref().map_or(0, |v| v.buffer().len())
-    }
-}
-
-/// The right side as the streaming path reads it, shared read-only by every
-/// left partition: rows in time order, one [`Lane`] per fast column and the
-/// argument arrays first/last pick from.
-pub(crate) struct RightSide {
-    pub timeline: Timeline,
-    pub lanes: Vec<Lane>,
-    /// Per aggregate, its argument by row when it is a first/last pick.
-    pub picks: Vec<Option<ArrayRef>>,
-}
-
-/// What each fast column's window state keeps (from the aggregates over it).
+/// Where one fast column's aggregates live in a key's [`Sliding`]: its
+/// slot of each kind, if any.
 #[derive(Debug, Clone, Copy, Default)]
-struct Needs {
-    valid: bool,
-    isum: bool,
-    fsum: bool,
-    min: bool,
-    max: bool,
+struct Slots {
+    /// Count of non-NULL values (an integer sum of `Lane::ones`); `None`
+    /// for a column without NULLs, whose count is the window's length.
+    count: Option<usize>,
+    isum: Option<usize>,
+    fsum: Option<usize>,
+    min: Option<usize>,
+    max: Option<usize>,
 }
 
-/// One column's aggregate state over the rows of a [`KeyWindow`]'s ring.
-#[derive(Debug, Clone)]
-struct ColState {
-    valid: u64,
-    isum: i64,
-    fsum: SumStack,
-    fmin: MonoDeque<f64>,
-    fmax: MonoDeque<f64>,
-    imin: MonoDeque<i64>,
-    imax: MonoDeque<i64>,
+/// Where each slot of a [`Sliding`] reads its input: per kind, the fast
+/// columns in slot order (for integer sums, with whether it is the
+/// column's `ones`).
+#[derive(Debug, Default)]
+struct SlotSources {
+    sums: Vec<usize>,
+    adds: Vec<(usize, bool)>,
+    mins: Vec<usize>,
+    maxs: Vec<usize>,
 }
 
-impl ColState {
-    fn new() -> Self {
-        Self {
-            valid: 0,
-            isum: 0,
-            fsum: SumStack::default(),
-            fmin: MonoDeque::new(false),
-            fmax: MonoDeque::new(true),
-            imin: MonoDeque::new(false),
-            imax: MonoDeque::new(true),
+impl SlotSources {
+    /// Each column's slots, given what its aggregates need.
+    fn plan(plan: &FastPlan, lanes: &[Lane]) -> (Self, Vec<Slots>) {
+        let mut src = Self::default();
+        let slots = column_needs(plan)
+            .iter()
+            .zip(lanes)
+            .enumerate()
+            .map(|(c, (needs, lane))| {
+                let typed = lane.ty != ColumnType::NullsOnly;
+                Slots {
+                    count: add_slot(
+                        needs.valid && lane.valid.is_some(),
+                        &mut src.adds,
+                        (c, true),
+                    ),
+                    isum: add_slot(
+                        needs.isum && lane.ty == ColumnType::Int,
+                        &mut src.adds,
+                        (c, false),
+                    ),
+                    fsum: add_slot(
+                        needs.fsum && lane.ty == ColumnType::Float,
+                        &mut src.sums,
+                        c,
+                    ),
+                    min: add_slot(needs.min && typed, &mut src.mins, c),
+                    max: add_slot(needs.max && typed, &mut src.maxs, c),
+                }
+            })
+            .collect();
+        (src, slots)
+    }
+
+    /// The slots' inputs over `right`'s lanes.
+    fn inputs<'a>(&self, right: &'a RightSide) -> Inputs<'a> {
+        let lanes = &right.lanes;
+        Inputs {
+            sums: self.sums.iter().map(|&c| &lanes[c].floats[..]).collect(),
+            adds: self
+                .adds
+                .iter()
+                .map(|&(c, ones)| match ones {
+                    true => &lanes[c].ones[..],
+                    false => &lanes[c].ints[..],
+                })
+                .collect(),
+            mins: self.mins.iter().map(|&c| lanes[c].keys(false)).collect(),
+            maxs: self.maxs.iter().map(|&c| lanes[c].keys(true)).collect(),
         }
     }
+}
+
+/// `item` as the next slot of `list` when `on`; its index.
+fn add_slot<T>(on: bool, list: &mut Vec<T>, item: T) -> Option<usize> {
+    on.then(|| {
+        list.push(item);
+        list.len() - 1
+    })
 }
 
 /// The window of one key: its right rows from the window start on, in
 /// time order (`(time, row)`), the last row that left (the prevailing
-/// row), and each column's aggregate state. Rows are evicted lazily, when
-/// the key is next asked, which is enough: the window start only rises.
+/// row), and the aggregates over the rows. Rows leave as the key's rows
+/// are pushed and when the key is asked; the window start only rises.
 #[derive(Debug, Clone)]
 struct KeyWindow {
     ring: VecDeque<(i64, u32)>,
     prev: Option<u32>,
-    cols: Vec<ColState>,
+    agg: Sliding,
     /// Per first/last_not_null aggregate: the ring's rows whose value is
     /// not NULL.
     non_null: Vec<VecDeque<(i64, u32)>>,
@@ -161,9 +144,14 @@ pub(crate) struct Walker {
     right: Arc<RightSide>,
     spec: Arc<WindowJoinSpec>,
     plan: Arc<FastPlan>,
-    needs: Vec<Needs>,
+    /// Per fast column, its slots.
+    slots: Vec<Slots>,
+    sources: SlotSources,
+    /// A new key's (empty) aggregates.
+    empty: Sliding,
     /// Per aggregate, its slot in `KeyWindow::non_null`.
     non_null_slot: Vec<Option<usize>>,
+    n_non_null: usize,
     /// Next timeline position to push.
     pos: usize,
     /// Window start of the last left row joined (`None` before the start).
@@ -174,8 +162,10 @@ pub(crate) struct Walker {
     /// Where the walk started and, per group, the last row before that
     /// (the prevailing row of a key first met after the start).
     warm: Option<(MergeCursor, i64)>,
-    /// Entries held over all rings and deques (for the memory reservation).
+    /// Rows held over all rings (for the memory reservation).
     entries: usize,
+    /// A buffer the window state reuses.
+    scratch: Vec<u32>,
 }
 
 impl Walker {
@@ -185,47 +175,36 @@ impl Walker {
         spec: Arc<WindowJoinSpec>,
         plan: Arc<FastPlan>,
     ) -> Self {
-        let mut needs = vec![Needs::default(); plan.columns.len()];
-        let mut non_null_slot = vec![None; plan.aggs.len()];
-        let mut n_non_null = 0;
-        for (i, a) in plan.aggs.iter().enumerate() {
-            match *a {
-                FastAgg::CountStar => {}
-                FastAgg::Count(c) => needs[c].valid = true,
-                FastAgg::SumInt(c) => (needs[c].valid, needs[c].isum) = (true, true),
-                FastAgg::SumFloat(c) | FastAgg::Avg(c) => {
-                    (needs[c].valid, needs[c].fsum) = (true, true)
-                }
-                FastAgg::Min(c) => needs[c].min = true,
-                FastAgg::Max(c) => needs[c].max = true,
-                FastAgg::Pick(Position::FirstNotNull | Position::LastNotNull, _) => {
-                    non_null_slot[i] = Some(n_non_null);
-                    n_non_null += 1;
-                }
-                FastAgg::Pick(..) => {}
-            }
-        }
+        let (sources, slots) = SlotSources::plan(&plan, &right.lanes);
+        let empty = Sliding::new(&sources.inputs(&right));
+        let (non_null_slot, n_non_null) = non_null_picks(&plan);
         let groups = right.timeline.groups;
         Self {
             right,
             spec,
             plan,
-            needs,
+            slots,
+            sources,
+            empty,
             non_null_slot,
+            n_non_null,
             pos: 0,
             time: None,
             slot: vec![NO_SLOT; groups],
             keys: vec![],
             warm: None,
             entries: 0,
+            scratch: vec![],
         }
     }
 
     /// Approximate bytes the window state holds.
     pub(crate) fn state_bytes(&self) -> usize {
-        let per_entry = 16 + self.needs.len() * 24 + self.non_null_slot.len() * 4;
+        let s = &self.sources;
+        let slots = s.sums.len() + s.adds.len() + s.mins.len() + s.maxs.len();
+        let per_entry = 16 + slots * 8 + self.n_non_null * 16;
         self.slot.len() * 4
-            + self.keys.len() * (64 + self.needs.len() * 200)
+            + self.keys.len() * (96 + slots * 16)
             + self.entries * per_entry
     }
 
@@ -252,6 +231,11 @@ impl Walker {
         if s != NO_SLOT {
             return s as usize;
         }
+        self.new_key(g)
+    }
+
+    #[cold]
+    fn new_key(&mut self, g: u32) -> usize {
         let tl = &self.right.timeline;
         let prev = match &self.warm {
             Some((cursor, start)) => match cursor.get(g) {
@@ -261,12 +245,11 @@ impl Walker {
             },
             None => None,
         };
-        let n_non_null = self.non_null_slot.iter().flatten().count();
         self.keys.push(KeyWindow {
             ring: VecDeque::new(),
             prev,
-            cols: vec![ColState::new(); self.needs.len()],
-            non_null: vec![VecDeque::new(); n_non_null],
+            agg: self.empty.clone(),
+            non_null: vec![VecDeque::new(); self.n_non_null],
         });
         let s = self.keys.len() - 1;
         self.slot[g as usize] = s as u32;
@@ -278,109 +261,55 @@ impl Walker {
     /// only rises) as it goes: a key asked rarely would otherwise hold every
     /// row since it was last asked.
     #[inline]
-    fn advance(&mut self, start: i64, end: i64) {
-        while self.pos < self.right.timeline.seq_ts.len() {
-            let (t, row, g) = {
-                let tl = &self.right.timeline;
-                (
-                    tl.seq_ts[self.pos],
-                    tl.seq_row(self.pos),
-                    tl.seq_key[self.pos],
-                )
-            };
+    fn advance(&mut self, inputs: &Inputs, start: i64, end: i64) {
+        let right = Arc::clone(&self.right);
+        let tl = &right.timeline;
+        while self.pos < tl.seq_ts.len() {
+            let t = tl.seq_ts[self.pos];
             if t > end {
                 break;
             }
+            let (row, g) = (tl.seq_row(self.pos), tl.seq_key[self.pos]);
             self.pos += 1;
             let k = self.key(g);
-            self.push(k, t, row);
-            self.evict(k, start);
+            self.push(inputs, k, t, row);
+            self.evict(inputs, k, start);
         }
     }
 
     #[inline]
-    fn push(&mut self, k: usize, t: i64, row: u32) {
-        let right = &*self.right;
+    fn push(&mut self, inputs: &Inputs, k: usize, t: i64, row: u32) {
         let w = &mut self.keys[k];
         w.ring.push_back((t, row));
+        w.agg.push(inputs, row);
         self.entries += 1;
-        for ((c, lane), needs) in w.cols.iter_mut().zip(&right.lanes).zip(&self.needs) {
-            let valid = lane.is_valid(row);
-            if needs.valid {
-                c.valid += valid as u64;
-            }
-            match lane.ty {
-                ColumnType::Float => {
-                    let v = lane.floats[row as usize];
-                    if needs.fsum {
-                        c.fsum.push(v);
-                    }
-                    if valid && needs.min {
-                        c.fmin.push(t, v);
-                    }
-                    if valid && needs.max {
-                        c.fmax.push(t, v);
-                    }
+        if self.n_non_null > 0 {
+            for (a, slot) in self.non_null_slot.iter().enumerate() {
+                if let (Some(s), Some(values)) = (slot, &self.right.picks[a])
+                    && values.is_valid(row as usize)
+                {
+                    w.non_null[*s].push_back((t, row));
                 }
-                ColumnType::Int => {
-                    let v = lane.ints[row as usize];
-                    if needs.isum {
-                        c.isum = c.isum.wrapping_add(v);
-                    }
-                    if valid && needs.min {
-                        c.imin.push(t, v);
-                    }
-                    if valid && needs.max {
-                        c.imax.push(t, v);
-                    }
-                }
-                ColumnType::NullsOnly => {}
-            }
-        }
-        for (a, slot) in self.non_null_slot.iter().enumerate() {
-            if let (Some(s), Some(values)) = (slot, &right.picks[a])
-                && values.is_valid(row as usize)
-            {
-                w.non_null[*s].push_back((t, row));
             }
         }
     }
 
     /// Drops key `k`'s rows before `start`; the last one is the prevailing row.
     #[inline]
-    fn evict(&mut self, k: usize, start: i64) {
-        let right = &*self.right;
+    fn evict(&mut self, inputs: &Inputs, k: usize, start: i64) {
         let w = &mut self.keys[k];
-        while let Some(&(t, row)) = w.ring.front() {
-            if t >= start {
-                break;
-            }
-            w.ring.pop_front();
-            self.entries -= 1;
-            w.prev = Some(row);
-            for ((c, lane), needs) in w.cols.iter_mut().zip(&right.lanes).zip(&self.needs)
-            {
-                if needs.valid {
-                    c.valid -= lane.is_valid(row) as u64;
-                }
-                if needs.fsum {
-                    c.fsum.pop();
-                }
-                if needs.isum {
-                    c.isum = c.isum.wrapping_sub(lane.ints[row as usize]);
-                }
-            }
+        if w.ring.front().is_none_or(|&(t, _)| t >= start) {
+            return;
         }
-        for (c, needs) in w.cols.iter_mut().zip(&self.needs) {
-            if needs.min {
-                c.fmin.evict(start);
-                c.imin.evict(start);
-            }
-            if needs.max {
-                c.fmax.evict(start);
-                c.imax.evict(start);
-            }
-        }
+        let n = w
+            .ring
+            .iter()
+            .position(|&(t, _)| t >= start)
+            .unwrap_or(w.ring.len());
+        w.prev = Some(w.ring[n - 1].1);
+        w.agg.evict(inputs, &w.ring, n, &mut self.scratch);
+        w.ring.drain(..n);
+        self.entries -= n;
         for d in &mut w.non_null {
             while d.front().is_some_and(|&(t, _)| t < start) {
                 d.pop_front();
@@ -494,122 +423,137 @@ impl Walker {
         }
         let include = self.spec.prevailing == Prevailing::Include;
         let right = Arc::clone(&self.right);
+        let plan = Arc::clone(&self.plan);
+        let inputs = self.sources.inputs(&right);
         for &(row, g, start, end) in active {
-            self.advance(start, end);
+            self.advance(&inputs, start, end);
             let k = self.key(g);
-            self.evict(k, start);
+            self.evict(&inputs, k, start);
             self.time = Some(start);
             let w = &self.keys[k];
             let prev = w
                 .prev
                 .filter(|_| include && w.ring.front().is_none_or(|&(t, _)| t != start));
+            let view = View {
+                right: &right,
+                inputs: &inputs,
+                slots: &self.slots,
+                w,
+                prev,
+            };
             let r = row as usize;
-            for (i, fast) in self.plan.aggs.iter().enumerate() {
-                fill(
-                    &right,
-                    w,
-                    prev,
-                    *fast,
-                    self.non_null_slot[i],
-                    r,
-                    &mut out[i],
-                );
+            for (i, fast) in plan.aggs.iter().enumerate() {
+                view.fill(*fast, self.non_null_slot[i], r, &mut out[i]);
             }
         }
     }
 }
 
-/// Writes left row `r`'s value of one aggregate over window `w` and, when
-/// it counts, the prevailing row `prev` (which comes first in the window).
-#[inline]
-fn fill(
-    right: &RightSide,
-    w: &KeyWindow,
+/// One key's window as a left row sees it: its rows and aggregates, and
+/// the prevailing row `prev` when it counts (it comes first in the window).
+struct View<'a> {
+    right: &'a RightSide,
+    inputs: &'a Inputs<'a>,
+    slots: &'a [Slots],
+    w: &'a KeyWindow,
     prev: Option<u32>,
-    fast: FastAgg,
-    non_null: Option<usize>,
-    r: usize,
-    out: &mut Out,
-) {
-    let prev_valid = |c: usize| prev.filter(|&p| right.lanes[c].is_valid(p));
-    match (fast, out) {
-        (FastAgg::CountStar, Out::Count(v)) => {
-            v[r] = (w.ring.len() + prev.is_some() as usize) as i64
+}
+
+impl View<'_> {
+    /// The prevailing row when it counts and column `c` holds a value there.
+    #[inline]
+    fn prev_valid(&self, c: usize) -> Option<u32> {
+        self.prev.filter(|&p| self.right.lanes[c].is_valid(p))
+    }
+
+    /// Column `c`'s count of non-NULL values in the window (without the
+    /// prevailing row).
+    #[inline]
+    fn count(&self, c: usize) -> u64 {
+        match self.slots[c].count {
+            Some(s) => self.w.agg.add(self.inputs, s) as u64,
+            None => self.w.ring.len() as u64,
         }
-        (FastAgg::Count(c), Out::Count(v)) => {
-            v[r] = (w.cols[c].valid + prev_valid(c).is_some() as u64) as i64
-        }
-        (FastAgg::SumInt(c), Out::Int(v, ok)) => {
-            let p = prev_valid(c);
-            if w.cols[c].valid > 0 || p.is_some() {
-                let extra = p.map_or(0, |p| right.lanes[c].ints[p as usize]);
-                (v[r], ok[r]) = (w.cols[c].isum.wrapping_add(extra), true);
+    }
+
+    /// Writes left row `r`'s value of one aggregate.
+    #[inline]
+    fn fill(&self, fast: FastAgg, non_null: Option<usize>, r: usize, out: &mut Out) {
+        let (right, w, prev) = (self.right, self.w, self.prev);
+        let slot = |s: Option<usize>| s.expect("a slot for every aggregate's column");
+        match (fast, out) {
+            (FastAgg::CountStar, Out::Count(v)) => {
+                v[r] = (w.ring.len() + prev.is_some() as usize) as i64
             }
-        }
-        (FastAgg::SumFloat(c) | FastAgg::Avg(c), Out::Float(v, ok)) => {
-            let p = prev_valid(c);
-            let count = w.cols[c].valid + p.is_some() as u64;
-            if count > 0 {
-                let mut sum = w.cols[c].fsum.sum();
-                if let Some(p) = p {
-                    sum += right.lanes[c].floats[p as usize];
-                }
-                if matches!(fast, FastAgg::Avg(_)) {
-                    sum /= count as f64;
-                }
-                (v[r], ok[r]) = (sum, true);
+            (FastAgg::Count(c), Out::Count(v)) => {
+                v[r] = (self.count(c) + self.prev_valid(c).is_some() as u64) as i64
             }
-        }
-        (FastAgg::Min(c) | FastAgg::Max(c), out) => {
-            let max = matches!(fast, FastAgg::Max(_));
-            let p = prev_valid(c);
-            let lane = &right.lanes[c];
-            match out {
-                Out::Float(v, ok) => {
-                    let d = if max {
-                        &w.cols[c].fmax
-                    } else {
-                        &w.cols[c].fmin
-                    };
-                    if let Some(x) = d.with(p.map(|p| lane.floats[p as usize])) {
-                        (v[r], ok[r]) = (x, true);
+            (FastAgg::SumInt(c), Out::Int(v, ok)) => {
+                let p = self.prev_valid(c);
+                if self.count(c) > 0 || p.is_some() {
+                    let sum = w.agg.add(self.inputs, slot(self.slots[c].isum));
+                    let extra = p.map_or(0, |p| right.lanes[c].ints[p as usize]);
+                    (v[r], ok[r]) = (sum.wrapping_add(extra), true);
+                }
+            }
+            (FastAgg::SumFloat(c) | FastAgg::Avg(c), Out::Float(v, ok)) => {
+                let p = self.prev_valid(c);
+                let count = self.count(c) + p.is_some() as u64;
+                if count > 0 {
+                    let mut sum = w.agg.sum(self.inputs, slot(self.slots[c].fsum));
+                    if let Some(p) = p {
+                        sum += right.lanes[c].floats[p as usize];
+                    }
+                    if matches!(fast, FastAgg::Avg(_)) {
+                        sum /= count as f64;
+                    }
+                    (v[r], ok[r]) = (sum, true);
+                }
+            }
+            (FastAgg::Min(c) | FastAgg::Max(c), out) => {
+                let max = matches!(fast, FastAgg::Max(_));
+                let lane = &right.lanes[c];
+                let window = (self.count(c) > 0).then(|| match max {
+                    true => w.agg.max(self.inputs, slot(self.slots[c].max)),
+                    false => w.agg.min(self.inputs, slot(self.slots[c].min)),
+                });
+                let p = self.prev_valid(c).and_then(|p| lane.key(p));
+                let key = match (window, p) {
+                    (Some(a), Some(b)) if max => Some(a.max(b)),
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                if let Some(k) = key {
+                    match out {
+                        Out::Float(v, ok) => (v[r], ok[r]) = (key_f64(k), true),
+                        Out::Int(v, ok) => (v[r], ok[r]) = (k, true),
+                        _ => unreachable!("min/max output is typed by its lane"),
                     }
                 }
-                Out::Int(v, ok) => {
-                    let d = if max {
-                        &w.cols[c].imax
-                    } else {
-                        &w.cols[c].imin
-                    };
-                    if let Some(x) = d.with(p.map(|p| lane.ints[p as usize])) {
-                        (v[r], ok[r]) = (x, true);
-                    }
-                }
-                _ => unreachable!("min/max output is typed by its lane"),
             }
+            (FastAgg::Pick(pos, a), Out::Rows(v)) => {
+                let front = w.ring.front().map(|&(_, row)| row);
+                let back = w.ring.back().map(|&(_, row)| row);
+                let valid_prev = || {
+                    prev.filter(|&p| {
+                        right.picks[a]
+                            .as_ref()
+                            .is_some_and(|x| x.is_valid(p as usize))
+                    })
+                };
+                let nn = non_null.map(|s| &w.non_null[s]);
+                v[r] = match pos {
+                    Position::First => prev.or(front),
+                    Position::Last => back.or(prev),
+                    Position::FirstNotNull => valid_prev()
+                        .or_else(|| nn.and_then(|d| d.front()).map(|&(_, row)| row)),
+                    Position::LastNotNull => nn
+                        .and_then(|d| d.back())
+                        .map(|&(_, row)| row)
+                        .or_else(valid_prev),
+                };
+            }
+            _ => unreachable!("output typed by its aggregate"),
         }
-        (FastAgg::Pick(pos, a), Out::Rows(v)) => {
-            let front = w.ring.front().map(|&(_, row)| row);
-            let back = w.ring.back().map(|&(_, row)| row);
-            let valid_prev = || {
-                prev.filter(|&p| {
-                    right.picks[a]
-                        .as_ref()
-                        .is_some_and(|x| x.is_valid(p as usize))
-                })
-            };
-            let nn = non_null.map(|s| &w.non_null[s]);
-            v[r] = match pos {
-                Position::First => prev.or(front),
-                Position::Last => back.or(prev),
-                Position::FirstNotNull => valid_prev()
-                    .or_else(|| nn.and_then(|d| d.front()).map(|&(_, row)| row)),
-                Position::LastNotNull => nn
-                    .and_then(|d| d.back())
-                    .map(|&(_, row)| row)
-                    .or_else(valid_prev),
-            };
-        }
-        _ => unreachable!("output typed by its aggregate"),
     }
 }

@@ -30,6 +30,7 @@
 //! ```
 
 mod join;
+mod lanes;
 mod stream;
 mod window;
 

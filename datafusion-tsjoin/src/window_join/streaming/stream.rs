@@ -3,7 +3,8 @@
 //! batches as they come; a batch out of time order is joined on the index
 //! path instead (its index built once, from the same right rows).
 
-use super::join::{Lane, RightSide, Walker};
+use super::join::Walker;
+use super::lanes::{Lane, RightSide, column_needs};
 use crate::kernels::KernelSet;
 use crate::priority::{PhaseGate, Turn};
 use crate::temporal::{build_timeline, drain_partitions};
@@ -122,15 +123,17 @@ async fn build(
     .await?;
     let batch = &timeline.batch;
     let mut lanes = Vec::with_capacity(plan.columns.len());
-    for c in &plan.columns {
+    for (c, needs) in plan.columns.iter().zip(column_needs(plan)) {
         let values = spec.aggs[c.agg].args[0]
             .evaluate(batch)?
             .into_array(batch.num_rows())?;
-        reservation.try_grow(match c.ty {
-            ColumnType::NullsOnly => 0,
-            _ => batch.num_rows() * 8,
-        })?;
-        lanes.push(Lane::try_new(c.ty, &values)?);
+        // At most: the values, a count per row, min and max keys.
+        let vectors = (c.ty != ColumnType::NullsOnly) as usize
+            + needs.valid as usize
+            + needs.min as usize
+            + needs.max as usize;
+        reservation.try_grow(batch.num_rows() * 8 * vectors)?;
+        lanes.push(Lane::try_new(c.ty, &values, needs)?);
     }
     let picks = plan
         .aggs

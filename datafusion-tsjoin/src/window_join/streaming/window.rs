@@ -1,176 +1,293 @@
 //! Sliding-window aggregate state: what the streaming path keeps per key.
 //!
-//! Every structure here is pushed at the back (the newest right row) and
-//! popped at the front (rows whose time fell before the window start), each
-//! row once, so a window costs O(1) amortised whatever its length:
+//! [`Sliding`] holds every aggregate of one key's window at once, as two
+//! stacks ("Two-Stacks", Tangwongsan et al., *In-Order Sliding-Window
+//! Aggregation in Worst-Case Constant Time*, VLDB J. 2021): new rows fold
+//! into running *back* aggregates; the oldest rows sit on a *front* stack
+//! that holds, for each of them, the aggregate of it and every newer front
+//! row. Evicting the oldest rows pops the front; an empty front is rebuilt
+//! from the window's rows, newest to oldest. Each row is folded at most
+//! twice (on push, and once into the front), so a window costs O(1)
+//! amortised whatever its length, and eviction is a subtraction of the
+//! front's length, not a walk over the rows leaving.
 //!
-//! * [`SumStack`]: float sums as two stacks ("re-summed blocks"); no
-//!   subtraction, so a NaN or an infinity that left the window leaves no
-//!   trace and the error stays that of a direct sum (see its docs);
-//! * [`MonoDeque`]: min or max as a monotonic deque;
-//! * counts and wrapping integer sums need no structure (exact under
-//!   subtraction), and first/last come off the ring of rows itself.
+//! Every aggregate is a *slot* of one of four kinds, all associative with
+//! an identity, so no slot needs an inverse:
+//!
+//! * float sums (`+`, identity 0): no subtraction, so a NaN or an infinity
+//!   that left the window leaves no trace, and the error stays that of a
+//!   direct sum (see [`Sliding`]);
+//! * wrapping integer sums (counts of non-NULL values, `sum` of integers);
+//! * minima and maxima of ordered `i64` keys: integers as they are, floats
+//!   through [`f64_key`], the total order DataFusion's `min`/`max` use with
+//!   every NaN the largest value. NULL rows hold the identity (`i64::MAX`
+//!   for min, `i64::MIN` for max); the window's count of non-NULL values
+//!   says whether the answer is NULL.
+//!
+//! Branch-free folds (`min`, `max`, `+` of a few slots) replace the
+//! monotonic deques of an earlier version, whose pops mispredicted on
+//! every random price.
 
 use std::collections::VecDeque;
 
-/// Sum of a sliding window of floats as two stacks.
-///
-/// New values go on the back stack, which keeps only their running sum
-/// (and the values, for the flip). The front stack holds, for each of its
-/// values, the sum of that value and every newer value of the front, oldest
-/// on top. Popping the oldest pops the front; an empty front is refilled by
-/// moving the back over, summing newest to oldest. The window's sum is the
-/// front's top plus the back's running sum.
-///
-/// Error bound: both parts are recursive sums of at most `n` of the
-/// window's `n` values, and the result adds the two, so it is a recursive
-/// sum of the same values in another order: `|sum - exact| <= γ(n-1) Σ|x|`
-/// with `γ(k) = k·u / (1 - k·u)`, `u = 2⁻⁵³`, the bound of a direct
-/// left-to-right sum (tested in `sum_stack_error_is_a_direct_sums`).
-/// Running subtraction would instead accumulate error over every row that
-/// ever passed through the window, and never drop a NaN.
+/// `x` as an `i64` whose order is `f64::total_cmp`'s with every NaN
+/// mapped to the positive quiet NaN (so any NaN is above `+inf`, and
+/// `-0.0 < 0.0`). [`key_f64`] inverts it (a NaN comes back as `f64::NAN`).
 ///
 /// ```ignore
-/// let mut s = SumStack::default();
-/// s.push(1.0);
-/// s.push(f64::NAN);
-/// s.push(2.0);
-/// s.pop();
-/// assert!(s.sum().is_nan());
-/// s.pop();
-/// assert_eq!(s.sum(), 2.0);
+/// assert!(f64_key(-1.0) < f64_key(-0.0) && f64_key(-0.0) < f64_key(0.0));
+/// assert!(f64_key(f64::INFINITY) < f64_key(-f64::NAN));
+/// assert_eq!(key_f64(f64_key(2.5)), 2.5);
 /// ```
-#[derive(Debug, Default, Clone)]
-pub(crate) struct SumStack {
-    front: Vec<f64>,
-    back: Vec<f64>,
-    back_sum: f64,
+#[inline]
+pub(crate) fn f64_key(x: f64) -> i64 {
+    let x = if x.is_nan() { f64::NAN } else { x };
+    let bits = x.to_bits() as i64;
+    bits ^ (((bits >> 63) as u64) >> 1) as i64
 }
 
-impl SumStack {
-    /// Adds the newest value.
-    #[inline]
-    pub(crate) fn push(&mut self, v: f64) {
-        self.back.push(v);
-        self.back_sum += v;
-    }
-
-    /// Removes the oldest value (no-op when empty).
-    #[inline]
-    pub(crate) fn pop(&mut self) {
-        if self.front.is_empty() {
-            let mut acc = 0.0;
-            for &v in self.back.iter().rev() {
-                acc += v;
-                self.front.push(acc);
-            }
-            self.back.clear();
-            self.back_sum = 0.0;
-        }
-        self.front.pop();
-    }
-
-    /// Sum of the values in the window (0 when empty).
-    #[inline]
-    pub(crate) fn sum(&self) -> f64 {
-        match self.front.last() {
-            Some(&f) => f + self.back_sum,
-            None => self.back_sum,
-        }
-    }
-
-    /// Values held.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.front.len() + self.back.len()
-    }
+/// The float whose [`f64_key`] is `k`.
+#[inline]
+pub(crate) fn key_f64(k: i64) -> f64 {
+    f64::from_bits((k ^ (((k >> 63) as u64) >> 1) as i64) as u64)
 }
 
-/// A value a [`MonoDeque`] orders: integers as they are, floats by arrow's
-/// total order with every NaN the largest value (as `min`/`max` over floats
-/// in DataFusion: `max` is NaN when any value is, `min` only when all are).
-pub(crate) trait Extremum: Copy {
-    /// `self` is at most `other` in that order.
-    fn at_most(self, other: Self) -> bool;
+/// The inputs of a walk's slots, by right row (of the timeline's batch),
+/// one slice per slot, borrowed for one left batch.
+#[derive(Debug, Default)]
+pub(crate) struct Inputs<'a> {
+    /// Float sums: values, NULL rows 0.
+    pub sums: Vec<&'a [f64]>,
+    /// Wrapping integer sums: values (NULL rows 0), or 1 per non-NULL row.
+    pub adds: Vec<&'a [i64]>,
+    /// Minima: ordered keys, NULL rows `i64::MAX`.
+    pub mins: Vec<&'a [i64]>,
+    /// Maxima: ordered keys, NULL rows `i64::MIN`.
+    pub maxs: Vec<&'a [i64]>,
 }
 
-impl Extremum for i64 {
-    #[inline]
-    fn at_most(self, other: Self) -> bool {
-        self <= other
-    }
-}
-
-impl Extremum for f64 {
-    #[inline]
-    fn at_most(self, other: Self) -> bool {
-        let norm = |x: f64| if x.is_nan() { f64::NAN } else { x };
-        norm(self).total_cmp(&norm(other)).is_le()
-    }
-}
-
-/// Min or max of a sliding window: a deque of `(time, value)` whose values
-/// only rise from back to front (max) or fall (min), so the front is the
-/// extremum. A pushed value drops every older value it beats, which can no
-/// longer be the answer; the front leaves when its time falls before the
-/// window start.
+/// Every slot of one key's window as two stacks (see the module docs).
+///
+/// Each entry (a front row's suffix aggregates, or the back's running
+/// ones) is one run of `u64`s laid out as [`Inputs`] lists the slots:
+/// float sums (as bits), integer sums, minima, maxima. One allocation per
+/// stack keeps a push to one or two cache lines.
+///
+/// Float sums: the front's entries and the back's running sum are each
+/// recursive sums of at most `n` of the window's `n` values, and the answer
+/// adds the two, so it is a recursive sum of the same values in another
+/// order: `|sum - exact| <= γ(n-1) Σ|x|` with `γ(k) = k·u / (1 - k·u)`,
+/// `u = 2⁻⁵³`, the bound of a direct left-to-right sum (tested in
+/// `float_sums_are_within_a_direct_sums_bound`). A running sum with
+/// subtraction would instead accumulate error over every row that ever
+/// passed through the window, and never drop a NaN.
 ///
 /// ```ignore
-/// let mut d = MonoDeque::new(true);
-/// d.push(1, 3.0);
-/// d.push(2, 1.0);
-/// d.evict(2);
-/// assert_eq!(d.best(), Some(1.0));
+/// let (v, ones) = ([1.0, f64::NAN, 2.0], [1i64, 1, 1]);
+/// let inputs = Inputs { sums: vec![&v], adds: vec![&ones], ..Default::default() };
+/// let mut window: VecDeque<(i64, u32)> = VecDeque::new();
+/// let mut s = Sliding::new(&inputs);
+/// for row in 0..3 {
+///     window.push_back((row as i64, row));
+///     s.push(&inputs, row);
+/// }
+/// s.evict(&inputs, &window, 1, &mut vec![]);
+/// window.pop_front();
+/// assert!(s.sum(&inputs, 0).is_nan());
+/// s.evict(&inputs, &window, 1, &mut vec![]);
+/// window.pop_front();
+/// assert_eq!((s.sum(&inputs, 0), s.add(&inputs, 0)), (2.0, 1));
 /// ```
-#[derive(Debug, Clone)]
-pub(crate) struct MonoDeque<T> {
-    items: VecDeque<(i64, T)>,
-    max: bool,
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sliding {
+    /// Rows on the front stack: the window's oldest.
+    front: usize,
+    /// Per front row (newest first, so the oldest is on top), the
+    /// aggregates of that row and every newer front row.
+    fronts: Vec<u64>,
+    /// The aggregates of the rows after the front.
+    back: Box<[u64]>,
 }
 
-impl<T: Extremum> MonoDeque<T> {
-    /// An empty deque for `max` (or min).
-    pub(crate) fn new(max: bool) -> Self {
+/// An entry's layout: where each kind of slot starts, and its width.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    adds: usize,
+    mins: usize,
+    maxs: usize,
+    width: usize,
+}
+
+impl Layout {
+    #[inline]
+    fn of(inputs: &Inputs) -> Self {
+        let adds = inputs.sums.len();
+        let mins = adds + inputs.adds.len();
+        let maxs = mins + inputs.mins.len();
         Self {
-            items: VecDeque::new(),
-            max,
+            adds,
+            mins,
+            maxs,
+            width: maxs + inputs.maxs.len(),
         }
     }
 
-    /// Adds the newest value, at time `ts` (not before the previous one).
+    /// Every slot's identity.
+    fn empty(self, entry: &mut [u64]) {
+        entry[..self.adds].fill(0f64.to_bits());
+        entry[self.adds..self.mins].fill(0);
+        entry[self.mins..self.maxs].fill(i64::MAX as u64);
+        entry[self.maxs..].fill(i64::MIN as u64);
+    }
+}
+
+impl Sliding {
+    /// An empty window with the slots of `inputs`.
+    pub(crate) fn new(inputs: &Inputs) -> Self {
+        let layout = Layout::of(inputs);
+        let mut back = vec![0; layout.width].into_boxed_slice();
+        layout.empty(&mut back);
+        Self {
+            back,
+            ..Default::default()
+        }
+    }
+
+    /// Folds the newest row, `row`, into the back.
     #[inline]
-    pub(crate) fn push(&mut self, ts: i64, v: T) {
-        while let Some(&(_, b)) = self.items.back() {
-            let dominated = if self.max { b.at_most(v) } else { v.at_most(b) };
-            if !dominated {
-                break;
+    pub(crate) fn push(&mut self, inputs: &Inputs, row: u32) {
+        let r = row as usize;
+        let l = Layout::of(inputs);
+        let back = &mut self.back;
+        for (acc, v) in back[..l.adds].iter_mut().zip(&inputs.sums) {
+            *acc = (f64::from_bits(*acc) + v[r]).to_bits();
+        }
+        for (acc, v) in back[l.adds..l.mins].iter_mut().zip(&inputs.adds) {
+            *acc = (*acc as i64).wrapping_add(v[r]) as u64;
+        }
+        for (acc, v) in back[l.mins..l.maxs].iter_mut().zip(&inputs.mins) {
+            *acc = (*acc as i64).min(v[r]) as u64;
+        }
+        for (acc, v) in back[l.maxs..].iter_mut().zip(&inputs.maxs) {
+            *acc = (*acc as i64).max(v[r]) as u64;
+        }
+    }
+
+    /// Drops the `n` oldest rows of `window` (`(time, row)`, oldest first,
+    /// every row pushed so far and not yet evicted; the caller removes the
+    /// `n` from it afterwards). `scratch` is a buffer to reuse.
+    #[inline]
+    pub(crate) fn evict(
+        &mut self,
+        inputs: &Inputs,
+        window: &VecDeque<(i64, u32)>,
+        n: usize,
+        scratch: &mut Vec<u32>,
+    ) {
+        let mut done = 0;
+        while done < n {
+            if self.front == 0 {
+                self.rebuild_front(inputs, window, done, scratch);
             }
-            self.items.pop_back();
+            let k = (n - done).min(self.front);
+            self.front -= k;
+            done += k;
         }
-        self.items.push_back((ts, v));
+        self.fronts.truncate(self.front * Layout::of(inputs).width);
     }
 
-    /// Drops the values whose time is before `start`.
+    /// The front from every row of `window` from `skip` on: their suffix
+    /// aggregates, newest to oldest, slot by slot; the back empties.
+    #[cold]
+    fn rebuild_front(
+        &mut self,
+        inputs: &Inputs,
+        window: &VecDeque<(i64, u32)>,
+        skip: usize,
+        rows: &mut Vec<u32>,
+    ) {
+        let l = Layout::of(inputs);
+        rows.clear();
+        rows.extend(window.range(skip..).rev().map(|&(_, row)| row));
+        let m = rows.len();
+        self.fronts.clear();
+        self.fronts.resize(m * l.width, 0);
+        let w = l.width;
+        // One slot at a time: a tight loop with one accumulator each.
+        for (s, v) in inputs.sums.iter().enumerate() {
+            let mut acc = 0.0;
+            for (j, &r) in rows.iter().enumerate() {
+                acc += v[r as usize];
+                self.fronts[j * w + s] = acc.to_bits();
+            }
+        }
+        for (s, v) in inputs.adds.iter().enumerate() {
+            let mut acc = 0i64;
+            for (j, &r) in rows.iter().enumerate() {
+                acc = acc.wrapping_add(v[r as usize]);
+                self.fronts[j * w + l.adds + s] = acc as u64;
+            }
+        }
+        for (s, v) in inputs.mins.iter().enumerate() {
+            let mut acc = i64::MAX;
+            for (j, &r) in rows.iter().enumerate() {
+                acc = acc.min(v[r as usize]);
+                self.fronts[j * w + l.mins + s] = acc as u64;
+            }
+        }
+        for (s, v) in inputs.maxs.iter().enumerate() {
+            let mut acc = i64::MIN;
+            for (j, &r) in rows.iter().enumerate() {
+                acc = acc.max(v[r as usize]);
+                self.fronts[j * w + l.maxs + s] = acc as u64;
+            }
+        }
+        l.empty(&mut self.back);
+        self.front = m;
+    }
+
+    /// The front's top entry (the oldest row's), if any.
     #[inline]
-    pub(crate) fn evict(&mut self, start: i64) {
-        while self.items.front().is_some_and(|&(t, _)| t < start) {
-            self.items.pop_front();
+    fn top(&self, l: Layout) -> Option<&[u64]> {
+        let f = self.front;
+        (f > 0).then(|| &self.fronts[(f - 1) * l.width..f * l.width])
+    }
+
+    /// The window's float sum of slot `s` (0 when empty).
+    #[inline]
+    pub(crate) fn sum(&self, inputs: &Inputs, s: usize) -> f64 {
+        let back = f64::from_bits(self.back[s]);
+        match self.top(Layout::of(inputs)) {
+            None => back,
+            Some(top) => f64::from_bits(top[s]) + back,
         }
     }
 
-    /// The extremum of the window, if it holds a value.
+    /// The window's wrapping integer sum of slot `s`.
     #[inline]
-    pub(crate) fn best(&self) -> Option<T> {
-        self.items.front().map(|&(_, v)| v)
+    pub(crate) fn add(&self, inputs: &Inputs, s: usize) -> i64 {
+        let l = Layout::of(inputs);
+        let back = self.back[l.adds + s] as i64;
+        self.top(l)
+            .map_or(back, |top| (top[l.adds + s] as i64).wrapping_add(back))
     }
 
-    /// Combines the window's extremum with one more value `v`.
+    /// The window's least key of slot `s` (`i64::MAX` when none).
     #[inline]
-    pub(crate) fn with(&self, v: Option<T>) -> Option<T> {
-        match (self.best(), v) {
-            (Some(a), Some(b)) => Some(if self.max == a.at_most(b) { b } else { a }),
-            (a, b) => a.or(b),
-        }
+    pub(crate) fn min(&self, inputs: &Inputs, s: usize) -> i64 {
+        let l = Layout::of(inputs);
+        let back = self.back[l.mins + s] as i64;
+        self.top(l)
+            .map_or(back, |top| (top[l.mins + s] as i64).min(back))
+    }
+
+    /// The window's greatest key of slot `s` (`i64::MIN` when none).
+    #[inline]
+    pub(crate) fn max(&self, inputs: &Inputs, s: usize) -> i64 {
+        let l = Layout::of(inputs);
+        let back = self.back[l.maxs + s] as i64;
+        self.top(l)
+            .map_or(back, |top| (top[l.maxs + s] as i64).max(back))
     }
 }
 
@@ -192,67 +309,116 @@ mod tests {
         }
     }
 
-    /// A random window walk: push up to 3, pop up to 3, compare with the
-    /// direct computation over the values inside.
     #[test]
-    fn deques_and_sums_match_direct_computation() {
+    fn float_keys_follow_total_order_with_nan_largest() {
+        let xs = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -1.0,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            f64::INFINITY,
+        ];
+        for w in xs.windows(2) {
+            assert!(f64_key(w[0]) < f64_key(w[1]), "{w:?}");
+        }
+        assert_eq!(f64_key(-f64::NAN), f64_key(f64::NAN));
+        assert!(f64_key(f64::INFINITY) < f64_key(f64::NAN));
+        for x in xs {
+            assert_eq!(key_f64(f64_key(x)).to_bits(), x.to_bits());
+        }
+        assert!(key_f64(f64_key(-f64::NAN)).is_nan());
+    }
+
+    /// A random window walk over values with NULLs, NaN, infinities and
+    /// signed zeros: push up to 3, evict up to the whole window, compare
+    /// every slot with the direct computation over the rows inside.
+    #[test]
+    fn slots_match_direct_computation() {
         let mut g = Gen(0x9e37_79b9_7f4a_7c15);
         for case in 0..200 {
-            let mut window: VecDeque<(i64, f64)> = VecDeque::new();
-            let (mut sum, mut min, mut max) = (
-                SumStack::default(),
-                MonoDeque::new(false),
-                MonoDeque::new(true),
-            );
-            let mut t = 0i64;
-            for _ in 0..300 {
+            let rows = 1000;
+            let mut vals = vec![0.0; rows];
+            let mut valid = vec![true; rows];
+            for (v, ok) in vals.iter_mut().zip(valid.iter_mut()) {
+                *v = match g.below(24) {
+                    0 => f64::NAN,
+                    1 => f64::INFINITY,
+                    2 => -0.0,
+                    3 => 0.0,
+                    _ => g.below(64) as f64 / 4.0 - 8.0,
+                };
+                *ok = g.below(6) != 0;
+            }
+            let sums: Vec<f64> = vals
+                .iter()
+                .zip(&valid)
+                .map(|(&v, &ok)| if ok { v } else { 0.0 })
+                .collect();
+            let ones: Vec<i64> = valid.iter().map(|&ok| ok as i64).collect();
+            let keys = |identity: i64| -> Vec<i64> {
+                vals.iter()
+                    .zip(&valid)
+                    .map(|(&v, &ok)| if ok { f64_key(v) } else { identity })
+                    .collect()
+            };
+            let (mins, maxs) = (keys(i64::MAX), keys(i64::MIN));
+            let inputs = Inputs {
+                sums: vec![&sums],
+                adds: vec![&ones],
+                mins: vec![&mins],
+                maxs: vec![&maxs],
+            };
+            let mut s = Sliding::new(&inputs);
+            let mut window: VecDeque<(i64, u32)> = VecDeque::new();
+            let mut next = 0u32;
+            while (next as usize) < rows {
                 for _ in 0..g.below(4) {
-                    t += g.below(3) as i64;
-                    let v = match g.below(20) {
-                        0 => f64::NAN,
-                        1 => f64::INFINITY,
-                        _ => g.below(64) as f64 / 4.0 - 8.0,
-                    };
-                    window.push_back((t, v));
-                    sum.push(v);
-                    min.push(t, v);
-                    max.push(t, v);
+                    if (next as usize) < rows {
+                        window.push_back((next as i64, next));
+                        s.push(&inputs, next);
+                        next += 1;
+                    }
                 }
-                let start = t - g.below(6) as i64;
-                while window.front().is_some_and(|&(ts, _)| ts < start) {
-                    window.pop_front();
-                    sum.pop();
-                }
-                min.evict(start);
-                max.evict(start);
-                let vals: Vec<f64> = window.iter().map(|&(_, v)| v).collect();
-                let direct: f64 = vals.iter().sum();
-                let got = sum.sum();
+                let n = (g.below(4) as usize).min(window.len());
+                s.evict(&inputs, &window, n, &mut vec![]);
+                window.drain(..n);
+                let inside: Vec<usize> =
+                    window.iter().map(|&(_, r)| r as usize).collect();
+                let direct: f64 = inside.iter().map(|&r| sums[r]).sum();
+                let got = s.sum(&inputs, 0);
                 assert!(
                     (got.is_nan() && direct.is_nan()) || got == direct,
-                    "case {case}: {got} vs {direct} over {vals:?}"
+                    "case {case}: {got} vs {direct}"
                 );
-                assert_eq!(sum.len(), vals.len());
-                let non_nan: Vec<f64> =
-                    vals.iter().copied().filter(|v| !v.is_nan()).collect();
-                let want_max = if non_nan.len() < vals.len() {
-                    Some(f64::NAN)
-                } else {
-                    non_nan.iter().copied().reduce(f64::max)
-                };
-                let want_min = if vals.is_empty() {
-                    None
-                } else if non_nan.is_empty() {
-                    Some(f64::NAN)
-                } else {
-                    non_nan.iter().copied().reduce(f64::min)
-                };
+                let count = inside.iter().filter(|&&r| valid[r]).count() as i64;
+                assert_eq!(s.add(&inputs, 0), count);
+                let present: Vec<f64> = inside
+                    .iter()
+                    .filter(|&&r| valid[r])
+                    .map(|&r| vals[r])
+                    .collect();
+                let by_order = |a: &f64, b: &f64| f64_key(*a).cmp(&f64_key(*b));
+                let want_min = present.iter().copied().min_by(by_order);
+                let want_max = present.iter().copied().max_by(by_order);
+                let as_value = |k: i64| (count > 0).then(|| key_f64(k));
                 let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
-                    (Some(a), Some(b)) => (a.is_nan() && b.is_nan()) || a == b,
+                    (Some(a), Some(b)) => {
+                        (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+                    }
                     (a, b) => a.is_none() && b.is_none(),
                 };
-                assert!(same(max.best(), want_max), "case {case} max {vals:?}");
-                assert!(same(min.best(), want_min), "case {case} min {vals:?}");
+                assert!(
+                    same(as_value(s.min(&inputs, 0)), want_min),
+                    "case {case} min"
+                );
+                assert!(
+                    same(as_value(s.max(&inputs, 0)), want_max),
+                    "case {case} max"
+                );
             }
         }
     }
@@ -262,34 +428,39 @@ mod tests {
     /// `m · 2^e` with small `m` and `e` in `[-30, 30]`, so the exact sum is
     /// an integer count of `2^-30` (i128) and the comparison is exact.
     #[test]
-    fn sum_stack_error_is_a_direct_sums() {
+    fn float_sums_are_within_a_direct_sums_bound() {
         let mut g = Gen(42);
         let u = f64::EPSILON / 2.0;
         let mut worst = 0.0f64;
         for _ in 0..50 {
-            let mut window: VecDeque<(f64, i128)> = VecDeque::new();
-            let mut s = SumStack::default();
-            for _ in 0..2000 {
+            let rows = 2000;
+            let (mut vals, mut scaled) = (vec![0.0; rows], vec![0i128; rows]);
+            for (v, x) in vals.iter_mut().zip(scaled.iter_mut()) {
                 let m = g.below(2001) as i64 - 1000;
                 let e = g.below(61) as i32 - 30;
-                let v = m as f64 * 2f64.powi(e);
-                let scaled = (m as i128) << (e + 30);
-                window.push_back((v, scaled));
-                s.push(v);
+                *v = m as f64 * 2f64.powi(e);
+                *x = (m as i128) << (e + 30);
+            }
+            let inputs = Inputs {
+                sums: vec![&vals],
+                ..Default::default()
+            };
+            let mut s = Sliding::new(&inputs);
+            let mut window: VecDeque<(i64, u32)> = VecDeque::new();
+            for row in 0..rows as u32 {
+                window.push_back((row as i64, row));
+                s.push(&inputs, row);
                 if window.len() > 1 + g.below(500) as usize {
-                    window.pop_front();
-                    s.pop();
-                    if g.below(3) == 0 {
-                        window.pop_front();
-                        s.pop();
-                    }
+                    let n = 1 + (g.below(3) == 0) as usize;
+                    s.evict(&inputs, &window, n, &mut vec![]);
+                    window.drain(..n);
                 }
                 let n = window.len() as f64;
-                let exact: i128 = window.iter().map(|&(_, x)| x).sum();
+                let exact: i128 = window.iter().map(|&(_, r)| scaled[r as usize]).sum();
                 let exact = exact as f64 / 2f64.powi(30);
-                let abs: f64 = window.iter().map(|&(v, _)| v.abs()).sum();
+                let abs: f64 = window.iter().map(|&(_, r)| vals[r as usize].abs()).sum();
                 let gamma = (n - 1.0).max(0.0) * u / (1.0 - n * u);
-                let err = (s.sum() - exact).abs();
+                let err = (s.sum(&inputs, 0) - exact).abs();
                 // `exact` is rounded once more on the way to f64.
                 assert!(
                     err <= gamma * abs * 1.000_001 + exact.abs() * u,
@@ -302,21 +473,5 @@ mod tests {
             }
         }
         assert!(worst < 1e-12);
-    }
-
-    #[test]
-    fn with_combines_one_more_value() {
-        let mut d = MonoDeque::new(true);
-        assert_eq!(d.with(Some(2i64)), Some(2));
-        d.push(0, 5i64);
-        assert_eq!(d.with(Some(2)), Some(5));
-        assert_eq!(d.with(Some(7)), Some(7));
-        assert_eq!(d.with(None), Some(5));
-        let mut m = MonoDeque::new(false);
-        m.push(0, 1.0f64);
-        assert!(m.with(Some(f64::NAN)) == Some(1.0));
-        let mut x = MonoDeque::new(true);
-        x.push(0, 1.0f64);
-        assert!(x.with(Some(f64::NAN)).is_some_and(f64::is_nan));
     }
 }
