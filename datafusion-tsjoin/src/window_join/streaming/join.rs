@@ -256,10 +256,8 @@ impl Walker {
         s
     }
 
-    /// Pushes every right row with time at most `end`, evicting each
-    /// pushed key's rows before `start` (the current window start, which
-    /// only rises) as it goes: a key asked rarely would otherwise hold every
-    /// row since it was last asked.
+    /// Pushes every right row with time at most `end` (`start`: the
+    /// current window start, which only rises).
     #[inline]
     fn advance(&mut self, inputs: &Inputs, start: i64, end: i64) {
         let right = Arc::clone(&self.right);
@@ -272,16 +270,23 @@ impl Walker {
             let (row, g) = (tl.seq_row(self.pos), tl.seq_key[self.pos]);
             self.pos += 1;
             let k = self.key(g);
-            self.push(inputs, k, t, row);
-            self.evict(inputs, k, start);
+            self.push(k, t, row);
+            // Now and then (amortised, and at most every 64 of the key's
+            // rows) the key drops its rows before the window start: a key
+            // asked rarely would otherwise hold every row since it was
+            // last asked.
+            if self.keys[k].ring.len() % 64 == 0 {
+                self.evict(inputs, k, start);
+            }
         }
     }
 
+    /// Appends right row `row` (time `t`) to key `k`'s window; its
+    /// aggregates fold it when the key is next asked.
     #[inline]
-    fn push(&mut self, inputs: &Inputs, k: usize, t: i64, row: u32) {
+    fn push(&mut self, k: usize, t: i64, row: u32) {
         let w = &mut self.keys[k];
         w.ring.push_back((t, row));
-        w.agg.push(inputs, row);
         self.entries += 1;
         if self.n_non_null > 0 {
             for (a, slot) in self.non_null_slot.iter().enumerate() {
@@ -430,6 +435,8 @@ impl Walker {
             let k = self.key(g);
             self.evict(&inputs, k, start);
             self.time = Some(start);
+            let w = &mut self.keys[k];
+            w.agg.catch_up(&inputs, &w.ring);
             let w = &self.keys[k];
             let prev = w
                 .prev

@@ -89,19 +89,24 @@ pub(crate) struct Inputs<'a> {
 /// let mut s = Sliding::new(&inputs);
 /// for row in 0..3 {
 ///     window.push_back((row as i64, row));
-///     s.push(&inputs, row);
 /// }
 /// s.evict(&inputs, &window, 1, &mut vec![]);
 /// window.pop_front();
+/// s.catch_up(&inputs, &window);
 /// assert!(s.sum(&inputs, 0).is_nan());
 /// s.evict(&inputs, &window, 1, &mut vec![]);
 /// window.pop_front();
+/// s.catch_up(&inputs, &window);
 /// assert_eq!((s.sum(&inputs, 0), s.add(&inputs, 0)), (2.0, 1));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sliding {
     /// Rows on the front stack: the window's oldest.
     front: usize,
+    /// Rows of the window (from its oldest) on the front stack or folded
+    /// into the back; the rows after them were pushed since and are folded
+    /// by [`Self::catch_up`].
+    folded: usize,
     /// Per front row (newest first, so the oldest is on top), the
     /// aggregates of that row and every newer front row.
     fronts: Vec<u64>,
@@ -153,9 +158,22 @@ impl Sliding {
         }
     }
 
-    /// Folds the newest row, `row`, into the back.
+    /// Folds the rows of `window` pushed since the last call (or
+    /// eviction) into the back: the aggregates read the whole window after
+    /// it. Pushing a row is only its append to the window, so a push
+    /// touches no aggregate state; the fold happens when the key is asked,
+    /// over rows that are then in cache together.
     #[inline]
-    pub(crate) fn push(&mut self, inputs: &Inputs, row: u32) {
+    pub(crate) fn catch_up(&mut self, inputs: &Inputs, window: &VecDeque<(i64, u32)>) {
+        for &(_, row) in window.range(self.folded..) {
+            self.fold(inputs, row);
+        }
+        self.folded = window.len();
+    }
+
+    /// Folds row `row` into the back.
+    #[inline]
+    fn fold(&mut self, inputs: &Inputs, row: u32) {
         let r = row as usize;
         let l = Layout::of(inputs);
         let back = &mut self.back;
@@ -175,7 +193,9 @@ impl Sliding {
 
     /// Drops the `n` oldest rows of `window` (`(time, row)`, oldest first,
     /// every row pushed so far and not yet evicted; the caller removes the
-    /// `n` from it afterwards). `scratch` is a buffer to reuse.
+    /// `n` from it afterwards). Rows only on the front: popped. More: the
+    /// front is rebuilt from the rows that stay (and the back empties), so
+    /// each row enters at most one rebuild. `scratch` is a buffer to reuse.
     #[inline]
     pub(crate) fn evict(
         &mut self,
@@ -184,20 +204,18 @@ impl Sliding {
         n: usize,
         scratch: &mut Vec<u32>,
     ) {
-        let mut done = 0;
-        while done < n {
-            if self.front == 0 {
-                self.rebuild_front(inputs, window, done, scratch);
-            }
-            let k = (n - done).min(self.front);
-            self.front -= k;
-            done += k;
+        if n <= self.front {
+            self.front -= n;
+            self.folded -= n;
+            self.fronts.truncate(self.front * Layout::of(inputs).width);
+        } else {
+            self.rebuild_front(inputs, window, n, scratch);
         }
-        self.fronts.truncate(self.front * Layout::of(inputs).width);
     }
 
     /// The front from every row of `window` from `skip` on: their suffix
-    /// aggregates, newest to oldest, slot by slot; the back empties.
+    /// aggregates, newest to oldest, slot by slot; the back empties and
+    /// every row is folded.
     #[cold]
     fn rebuild_front(
         &mut self,
@@ -244,6 +262,7 @@ impl Sliding {
         }
         l.empty(&mut self.back);
         self.front = m;
+        self.folded = m;
     }
 
     /// The front's top entry (the oldest row's), if any.
@@ -379,13 +398,16 @@ mod tests {
                 for _ in 0..g.below(4) {
                     if (next as usize) < rows {
                         window.push_back((next as i64, next));
-                        s.push(&inputs, next);
                         next += 1;
+                    }
+                    if g.below(3) == 0 {
+                        s.catch_up(&inputs, &window);
                     }
                 }
                 let n = (g.below(4) as usize).min(window.len());
                 s.evict(&inputs, &window, n, &mut vec![]);
                 window.drain(..n);
+                s.catch_up(&inputs, &window);
                 let inside: Vec<usize> =
                     window.iter().map(|&(_, r)| r as usize).collect();
                 let direct: f64 = inside.iter().map(|&r| sums[r]).sum();
@@ -449,12 +471,12 @@ mod tests {
             let mut window: VecDeque<(i64, u32)> = VecDeque::new();
             for row in 0..rows as u32 {
                 window.push_back((row as i64, row));
-                s.push(&inputs, row);
                 if window.len() > 1 + g.below(500) as usize {
                     let n = 1 + (g.below(3) == 0) as usize;
                     s.evict(&inputs, &window, n, &mut vec![]);
                     window.drain(..n);
                 }
+                s.catch_up(&inputs, &window);
                 let n = window.len() as f64;
                 let exact: i128 = window.iter().map(|&(_, r)| scaled[r as usize]).sum();
                 let exact = exact as f64 / 2f64.powi(30);
