@@ -141,7 +141,8 @@ impl Shape {
     }
 
     /// The query: per left row (by `l.id`) count, sum, min, max, first,
-    /// last and avg over its window.
+    /// last and avg over its window (min and max of a float and of an
+    /// integer column).
     pub fn sql(&self) -> String {
         let mut on = vec![];
         if self.keyed {
@@ -156,7 +157,7 @@ impl Shape {
             format!("ON {}", on.join(" AND "))
         };
         format!(
-            "SELECT l.id, count(*), count(r.v), sum(r.v), min(r.v), max(r.v), first(r.v), last(r.v), sum(r.i), avg(r.i) \
+            "SELECT l.id, count(*), count(r.v), sum(r.v), min(r.v), max(r.v), first(r.v), last(r.v), sum(r.i), avg(r.i), min(r.i), max(r.i) \
              FROM l WINDOW JOIN r {on} RANGE BETWEEN {} AND {} {} PREVAILING ORDER BY l.id",
             if self.dynamic_lo {
                 "l.i milliseconds PRECEDING".to_string()
@@ -263,6 +264,8 @@ pub fn window_join(left: &[Row], right: &[Row], s: &Shape) -> Vec<Vec<String>> {
             fmt_f(w.last().and_then(|r| r.v)),
             fmt_i(isum),
             fmt_f(iavg),
+            fmt_i(ints.iter().copied().min()),
+            fmt_i(ints.iter().copied().max()),
         ]);
     }
     out

@@ -275,7 +275,7 @@ impl Walker {
             // rows) the key drops its rows before the window start: a key
             // asked rarely would otherwise hold every row since it was
             // last asked.
-            if self.keys[k].ring.len() % 64 == 0 {
+            if self.keys[k].ring.len().is_multiple_of(64) {
                 self.evict(inputs, k, start);
             }
         }
