@@ -5,7 +5,7 @@
 use super::lanes::{Lane, RightSide, column_needs, non_null_picks};
 use super::window::{Inputs, Sliding, key_f64};
 use crate::functions::Position;
-use crate::temporal::{Found, MergeCursor, key_arrays};
+use crate::temporal::{Found, MergeCursor, Timeline, key_arrays};
 use crate::window_join::bounds::Prevailing;
 use crate::window_join::eval::eval_ticks;
 use crate::window_join::fast::column::ColumnType;
@@ -256,12 +256,12 @@ impl Walker {
         s
     }
 
-    /// Pushes every right row with time at most `end` (`start`: the
-    /// current window start, which only rises).
+    /// Pushes every right row of `tl` (this walk's timeline, passed in so
+    /// no per-row clone of the shared right side touches its reference
+    /// count) with time at most `end` (`start`: the current window start,
+    /// which only rises).
     #[inline]
-    fn advance(&mut self, inputs: &Inputs, start: i64, end: i64) {
-        let right = Arc::clone(&self.right);
-        let tl = &right.timeline;
+    fn advance(&mut self, tl: &Timeline, inputs: &Inputs, start: i64, end: i64) {
         while self.pos < tl.seq_ts.len() {
             let t = tl.seq_ts[self.pos];
             if t > end {
@@ -431,7 +431,7 @@ impl Walker {
         let plan = Arc::clone(&self.plan);
         let inputs = self.sources.inputs(&right);
         for &(row, g, start, end) in active {
-            self.advance(&inputs, start, end);
+            self.advance(&right.timeline, &inputs, start, end);
             let k = self.key(g);
             self.evict(&inputs, k, start);
             self.time = Some(start);
