@@ -8,7 +8,7 @@ use super::spec::{
     AsofDirection, AsofJoinSpec, emits_unmatched_left, emits_unmatched_right,
 };
 use crate::temporal::{
-    BuiltTimeline, Found, MergeCursor, SharedBuild, array_is_non_decreasing, key_arrays,
+    BuiltTimeline, MergeCursor, SharedBuild, array_is_non_decreasing, key_arrays,
     record_join_time, tick_array,
 };
 use datafusion::arrow::array::{
@@ -437,15 +437,7 @@ impl Joiner {
                 if !looks.value(i) {
                     continue;
                 }
-                let found = match self.cursor.get(g) {
-                    Found::Row(r, rt) => Some((r, rt)),
-                    Found::Nothing => None,
-                    Found::AskIndex => {
-                        self.built.right.ensure_index()?;
-                        tl.lookup(g, t, false, strict)
-                    }
-                };
-                if let Some((r, rt)) = found
+                if let Some((r, rt)) = self.cursor.latest(tl, g)
                     && within(t, rt)
                 {
                     rows[i] = r;

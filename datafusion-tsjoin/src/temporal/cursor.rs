@@ -5,13 +5,14 @@ use super::timeline::Timeline;
 
 /// No row of the group so far.
 const NONE: u32 = u32::MAX;
-/// The warm-up gave up before finding the group: ask the per-key index.
+/// The warm-up stopped before finding the group's latest row: it lies
+/// before [`MergeCursor::back`].
 const UNKNOWN: u32 = u32::MAX - 1;
 
 /// Most `seq` entries a warm-up reads back per key group (plus a constant)
-/// before leaving the groups it has not met to the per-key index: a key
-/// that traded once at the start of the day must not make every task scan
-/// the whole right side.
+/// before leaving the groups it has not met for later: a key that traded
+/// once at the start of the day must not make every task scan the whole
+/// right side unless a left row asks for that key.
 const WARM_UP_PER_GROUP: usize = 64;
 
 /// A key group's latest right row: `row` is the row (into the timeline's
@@ -39,29 +40,20 @@ impl Latest {
     }
 }
 
-/// What a backward lookup found for one left row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Found {
-    /// The right row and its time.
-    Row(u32, i64),
-    /// No qualifying right row.
-    Nothing,
-    /// Not known to the merge: look the group up in the per-key index.
-    AskIndex,
-}
-
 /// Backward merge state over a [`Timeline`]: the position reached in time
 /// order and, per key group, the row and time of the last `seq` entry
 /// passed (so a lookup is one read of a small array). Left times must not decrease between calls to
 /// [`MergeCursor::advance`]; a task that starts in the middle of the left
 /// input begins with [`MergeCursor::start`], which binary-searches its
-/// right position and warms the per-key state from the rows just before.
+/// right position and warms the per-key state from the rows just before;
+/// a group the warm-up did not reach is found, when first asked, by
+/// resuming the backward scan where the warm-up stopped.
 ///
 /// ```ignore
 /// let mut c = MergeCursor::new(&timeline, strict);
 /// c.start(&timeline, first_left_time);
 /// c.advance(&timeline, t);
-/// let found = c.get(group);
+/// let latest: Option<(u32, i64)> = c.latest(&timeline, group);
 /// ```
 pub(crate) struct MergeCursor {
     pos: usize,
@@ -72,6 +64,9 @@ pub(crate) struct MergeCursor {
     strict: bool,
     /// Left time of the last advance (`None` before the start).
     time: Option<i64>,
+    /// The `seq` entries before this one were not read back by the
+    /// warm-up: the latest rows of the groups marked [`UNKNOWN`] are there.
+    back: usize,
 }
 
 impl MergeCursor {
@@ -82,6 +77,7 @@ impl MergeCursor {
             last: vec![Latest::NONE; timeline.groups],
             strict,
             time: None,
+            back: 0,
         }
     }
 
@@ -104,6 +100,7 @@ impl MergeCursor {
             .partition_point(|&x| if strict { x < t } else { x <= t });
         self.time = Some(t);
         self.last.fill(Latest::NONE);
+        self.back = 0;
         if self.pos == 0 {
             return;
         }
@@ -124,7 +121,8 @@ impl MergeCursor {
         }
         if missing > 0 && k > 0 {
             // Groups not met: empty before the start when their first row
-            // is not before it, else only the per-key index knows.
+            // is not before it, else their latest row is before `k`.
+            self.back = k;
             for (l, &first) in self.last.iter_mut().zip(&tl.first_seq) {
                 if l.row == NONE && (first as usize) < pos {
                     *l = Latest::UNKNOWN;
@@ -147,14 +145,39 @@ impl MergeCursor {
         self.time = Some(t);
     }
 
-    /// The latest right row of group `g` at the current time.
+    /// The latest right row of group `g` at the current time, with its
+    /// time; `None` when there is none.
     #[inline]
-    pub(crate) fn get(&self, g: u32) -> Found {
+    pub(crate) fn latest(&mut self, tl: &Timeline, g: u32) -> Option<(u32, i64)> {
         match self.last[g as usize] {
-            Latest { row: NONE, .. } => Found::Nothing,
-            Latest { row: UNKNOWN, .. } => Found::AskIndex,
-            Latest { row, ts } => Found::Row(row, ts),
+            Latest { row: NONE, .. } => None,
+            Latest { row: UNKNOWN, .. } => self.read_back(tl, g),
+            Latest { row, ts } => Some((row, ts)),
         }
+    }
+
+    /// Resumes the warm-up's backward scan until it meets group `g`
+    /// (marked [`UNKNOWN`]: it has a row before [`Self::back`]), recording
+    /// every unknown group it passes. All of a task's calls together read
+    /// each `seq` entry before the start at most once, a sequential read
+    /// of the key column: far less than building the per-key index, which
+    /// a task that starts late would otherwise need for one rare key.
+    #[cold]
+    fn read_back(&mut self, tl: &Timeline, g: u32) -> Option<(u32, i64)> {
+        while self.back > 0 {
+            self.back -= 1;
+            let k = self.back;
+            let h = tl.seq_key[k];
+            if self.last[h as usize].row == UNKNOWN {
+                self.last[h as usize] = Latest::at(tl, k);
+                if h == g {
+                    break;
+                }
+            }
+        }
+        let Latest { row, ts } = self.last[g as usize];
+        debug_assert!(row != UNKNOWN, "an unknown group has a row before `back`");
+        (row < UNKNOWN).then_some((row, ts))
     }
 }
 

@@ -27,7 +27,7 @@ mod time;
 mod timeline;
 
 pub(crate) use build::{BuiltTimeline, SharedBuild, build_timeline, drain_partitions};
-pub(crate) use cursor::{Found, MergeCursor};
+pub(crate) use cursor::MergeCursor;
 pub(crate) use directory::{RunShape, TimeDirectory};
 pub use distribution::{DistributionSetting, JoinDistribution};
 pub(crate) use distribution::{KeyedRight, TemporalDistribution};

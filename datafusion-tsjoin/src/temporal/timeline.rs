@@ -761,7 +761,7 @@ impl Timeline {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::temporal::{Found, MergeCursor};
+    use crate::temporal::MergeCursor;
     use datafusion::arrow::array::{Int64Array, TimestampMicrosecondArray};
     use datafusion::arrow::datatypes::{Field, Schema, TimeUnit};
     use datafusion::physical_expr::expressions::Column;
@@ -1020,16 +1020,70 @@ pub(super) mod tests {
         // Within the budget (3 groups: 64 * 3 + 1024 entries) of the start.
         let mut c = MergeCursor::new(&tl, false);
         c.start(&tl, 1000);
-        assert_eq!(c.get(group(7)), Found::Nothing);
-        assert_eq!(c.get(group(5)), Found::Row(0, 0));
-        // Beyond it: key 7, not started, is known empty; key 5 is not.
+        assert_eq!(c.latest(&tl, group(7)), None);
+        assert_eq!(c.latest(&tl, group(5)), Some((0, 0)));
+        // Beyond it: key 7, not started, is known empty; key 5 is found by
+        // reading further back when asked.
         let mut c = MergeCursor::new(&tl, false);
         c.start(&tl, 1500);
-        assert_eq!(c.get(group(7)), Found::Nothing);
-        assert_eq!(c.get(group(5)), Found::AskIndex);
+        assert_eq!(c.latest(&tl, group(7)), None);
+        assert_eq!(c.latest(&tl, group(5)), Some((0, 0)));
         let mut c = MergeCursor::new(&tl, false);
         c.start(&tl, n - 1);
-        assert_eq!(c.get(group(5)), Found::AskIndex);
-        assert!(matches!(c.get(group(7)), Found::Row(..)));
+        assert_eq!(c.latest(&tl, group(5)), Some((0, 0)));
+        assert_eq!(c.latest(&tl, group(7)), Some((n as u32 - 2, n - 2)));
+        // Asked again after advancing: still the early row, or a later one.
+        c.advance(&tl, n - 1);
+        assert_eq!(c.latest(&tl, group(5)), Some((0, 0)));
+        assert_eq!(c.latest(&tl, group(1)), Some((n as u32 - 1, n - 1)));
+    }
+
+    /// Skewed keys (a few rare ones far back), random starts and strictness:
+    /// every group's latest row from the cursor, whether the warm-up met it
+    /// or a later read-back found it, is the per-key index's answer.
+    #[test]
+    fn cursor_reads_back_what_the_index_finds() {
+        let schema = ts_key_schema();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for case in 0..20 {
+            let n = 5_000 + next(20_000) as usize;
+            // Times with duplicates; keys 0..40, nearly all 0 and 1, so the
+            // others are often further back than the warm-up reads.
+            let mut ts: Vec<i64> = (0..n).map(|_| next(n as u64 / 2) as i64).collect();
+            ts.sort_unstable();
+            let k: Vec<i64> = (0..n)
+                .map(|_| match next(1000) {
+                    0..=497 => 0,
+                    498..=995 => 1,
+                    _ => next(40) as i64,
+                })
+                .collect();
+            let tl = timeline(&[batch(&schema, &ts, &k)]);
+            for strict in [false, true] {
+                let start = next(n as u64 / 2) as i64;
+                let mut c = MergeCursor::new(&tl, strict);
+                c.start(&tl, start);
+                let mut t = start;
+                for _ in 0..200 {
+                    if next(4) == 0 {
+                        t += next(50) as i64;
+                        c.advance(&tl, t);
+                    }
+                    let g = next(tl.groups as u64) as u32;
+                    let want = tl.lookup(g, t, false, strict);
+                    assert_eq!(
+                        c.latest(&tl, g),
+                        want,
+                        "case {case}, group {g}, time {t}"
+                    );
+                }
+            }
+        }
     }
 }

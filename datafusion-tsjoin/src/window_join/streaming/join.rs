@@ -5,7 +5,7 @@
 use super::lanes::{Lane, RightSide, column_needs, non_null_picks};
 use super::window::{Inputs, Sliding, key_f64};
 use crate::functions::Position;
-use crate::temporal::{Found, MergeCursor, Timeline, key_arrays};
+use crate::temporal::{MergeCursor, Timeline, key_arrays};
 use crate::window_join::bounds::Prevailing;
 use crate::window_join::eval::eval_ticks;
 use crate::window_join::fast::column::ColumnType;
@@ -159,9 +159,10 @@ pub(crate) struct Walker {
     /// Per key group, its index in `keys` (or [`NO_SLOT`]).
     slot: Vec<u32>,
     keys: Vec<KeyWindow>,
-    /// Where the walk started and, per group, the last row before that
-    /// (the prevailing row of a key first met after the start).
-    warm: Option<(MergeCursor, i64)>,
+    /// With INCLUDE PREVAILING, the merge positioned where the walk
+    /// started: per group, the last row before that (the prevailing row of
+    /// a key first met after the start).
+    warm: Option<MergeCursor>,
     /// Rows held over all rings (for the memory reservation).
     entries: usize,
     /// A buffer the window state reuses.
@@ -209,18 +210,20 @@ impl Walker {
     }
 
     /// Starts (or restarts) the walk at window start `start`: the first
-    /// right row at or after it is the next to push, and a key met later
-    /// takes its prevailing row from the rows just before (a bounded
-    /// warm-up, then the timeline's per-key index for keys not met).
+    /// right row at or after it is the next to push, and (with INCLUDE
+    /// PREVAILING) a key met later takes its prevailing row from the rows
+    /// just before, read back by a [`MergeCursor`] started there.
     fn restart(&mut self, start: i64) {
         let tl = &self.right.timeline;
         self.pos = tl.seq_ts.partition_point(|&x| x < start);
         self.slot.fill(NO_SLOT);
         self.keys.clear();
         self.entries = 0;
-        let mut cursor = MergeCursor::new(tl, true);
-        cursor.start(tl, start);
-        self.warm = Some((cursor, start));
+        self.warm = (self.spec.prevailing == Prevailing::Include).then(|| {
+            let mut cursor = MergeCursor::new(tl, true);
+            cursor.start(tl, start);
+            cursor
+        });
         self.time = Some(start);
     }
 
@@ -237,14 +240,11 @@ impl Walker {
     #[cold]
     fn new_key(&mut self, g: u32) -> usize {
         let tl = &self.right.timeline;
-        let prev = match &self.warm {
-            Some((cursor, start)) => match cursor.get(g) {
-                Found::Row(row, _) => Some(row),
-                Found::Nothing => None,
-                Found::AskIndex => tl.lookup(g, *start, false, true).map(|(r, _)| r),
-            },
-            None => None,
-        };
+        let prev = self
+            .warm
+            .as_mut()
+            .and_then(|cursor| cursor.latest(tl, g))
+            .map(|(row, _)| row);
         self.keys.push(KeyWindow {
             ring: VecDeque::new(),
             prev,

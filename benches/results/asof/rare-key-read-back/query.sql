@@ -1,0 +1,1 @@
+EXPLAIN ANALYZE SELECT count(*), count(p.bid), sum(p.bid) FROM (SELECT ts, sym, price FROM trades UNION ALL SELECT CAST('2025-01-02T00:28:00' AS TIMESTAMP), 'RARE', 1.0) t ASOF JOIN (SELECT CAST('2025-01-01T00:00:00' AS TIMESTAMP) AS ts, 'RARE' AS sym, 5.0 AS bid UNION ALL SELECT ts, sym, bid FROM prices) p ON (sym);
