@@ -378,6 +378,39 @@ async fn select_star_renames_duplicated_right_columns() {
     );
     let rows = cells(&df.collect().await.unwrap());
     assert_eq!(rows[1][5], "3");
+    // Sub-queries, with or without an alias and with `*` inside (QuestDB's
+    // testAsOfJoinTolerance): their columns come from their plans.
+    for (sql, want) in [
+        (
+            "SELECT * FROM t ASOF JOIN (SELECT * FROM p WHERE bid > 0) ON (sym)",
+            &["ts", "sym", "price", "ts1", "sym1", "bid"][..],
+        ),
+        (
+            "SELECT * FROM t ASOF JOIN (SELECT * FROM p WHERE bid > 0) q ON (sym)",
+            &["ts", "sym", "price", "ts1", "sym1", "bid"][..],
+        ),
+        (
+            "SELECT * FROM t ASOF JOIN (SELECT sym, ts, bid * 2 AS b FROM p) ON (sym)",
+            &["ts", "sym", "price", "sym1", "ts1", "b"][..],
+        ),
+        (
+            "SELECT * FROM t ASOF JOIN (SELECT * FROM p ASOF JOIN p q ON (sym)) ON (sym)",
+            &[
+                "ts", "sym", "price", "ts1", "sym1", "bid", "ts11", "sym11", "bid1",
+            ][..],
+        ),
+    ] {
+        let df = ctx.tsjoin_sql(sql).await.unwrap();
+        let names: Vec<String> = df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, want, "{sql}");
+        let rows = cells(&df.collect().await.unwrap());
+        assert_eq!(rows.len(), 2, "{sql}");
+    }
 }
 
 #[tokio::test]

@@ -31,6 +31,7 @@ use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::{
     BinaryExpr, Expr, ExprSchemable, Extension, LogicalPlan, LogicalPlanBuilder, Operator,
 };
+use datafusion::sql::parser::Statement as DFStatement;
 use sqlparser::ast::{
     self as ast, Ident, Join, JoinOperator, ObjectName, ObjectNamePart, Query, Select,
     SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value, Visit, VisitMut,
@@ -216,6 +217,8 @@ fn rewrite_one(
             format!("table expected after {} JOIN", kind.to_uppercase()),
         ));
     }
+    // The relation may be a sub-query with temporal joins of its own.
+    let relation = rewrite_asof_joins(tokens[rel..rel_end].to_vec())?;
     if found && word_is(&tokens[rel_end].token, "MATCH_CONDITION") {
         if matches!(kind, "asof_right" | "asof_full") {
             return Err(error_at(
@@ -237,7 +240,7 @@ fn rewrite_one(
             tok(Token::Whitespace(Whitespace::Space)),
             tok(Token::make_keyword("JOIN")),
         ]);
-        out.extend_from_slice(&tokens[rel..rel_end]);
+        out.extend(relation);
         return Ok(rel_end);
     }
     if found && word_is(&tokens[rel_end].token, "USING") {
@@ -255,7 +258,7 @@ fn rewrite_one(
             tok(Token::Comma),
             null(),
         ];
-        emit_marked_join(out, &tokens[rel..rel_end], ASOF_MARKER, args, None, span);
+        emit_marked_join(out, &relation, ASOF_MARKER, args, None, span);
         out.extend_from_slice(&tokens[rel_end..end]);
         out.push(tok(Token::Whitespace(Whitespace::Space)));
         return Ok(end);
@@ -290,7 +293,7 @@ fn rewrite_one(
             tok(Token::make_keyword("NULL")),
         ]),
     }
-    emit_marked_join(out, &tokens[rel..rel_end], ASOF_MARKER, args, on, span);
+    emit_marked_join(out, &relation, ASOF_MARKER, args, on, span);
     Ok(next)
 }
 
@@ -407,8 +410,8 @@ fn table_key(name: &ObjectName) -> String {
 /// The AST pass for ASOF joins (see the module docs), run before the
 /// WINDOW JOIN pass.
 pub async fn prepare_asof(ctx: &SessionContext, stmt: &mut Statement) -> Result<()> {
-    // Column names of the tables `SELECT *` may need.
-    struct Tables(Vec<ObjectName>);
+    // Column names of the tables and sub-queries `SELECT *` may need.
+    struct Tables(Vec<ObjectName>, Vec<Query>);
     impl Visitor for Tables {
         type Break = ();
         fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<()> {
@@ -421,8 +424,12 @@ pub async fn prepare_asof(ctx: &SessionContext, stmt: &mut Statement) -> Result<
                     let rels = std::iter::once(&twj.relation)
                         .chain(twj.joins.iter().map(|j| &j.relation));
                     for r in rels {
-                        if let TableFactor::Table { name, .. } = r {
-                            self.0.push(name.clone());
+                        match r {
+                            TableFactor::Table { name, .. } => self.0.push(name.clone()),
+                            TableFactor::Derived { subquery, .. } => {
+                                self.1.push(subquery.as_ref().clone())
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -430,13 +437,13 @@ pub async fn prepare_asof(ctx: &SessionContext, stmt: &mut Statement) -> Result<
             ControlFlow::Continue(())
         }
     }
-    let mut tables = Tables(vec![]);
+    let mut tables = Tables(vec![], vec![]);
     let _ = Visit::visit(&*stmt, &mut tables);
-    let mut columns: HashMap<String, Vec<String>> = HashMap::new();
+    let mut columns = Known::default();
     for name in tables.0 {
         let key = table_key(&name);
         if let Ok(p) = ctx.table_provider(key.as_str()).await {
-            columns.insert(
+            columns.tables.insert(
                 key,
                 p.schema()
                     .fields()
@@ -446,10 +453,23 @@ pub async fn prepare_asof(ctx: &SessionContext, stmt: &mut Statement) -> Result<
             );
         }
     }
-    struct Pass<'a>(&'a HashMap<String, Vec<String>>);
+    // A sub-query's columns are its plan's (`SELECT *` inside included); a
+    // sub-query that does not plan on its own (tsjoin's joins inside it
+    // need this pass first) keeps the AST's reading.
+    for query in tables.1 {
+        let key = query.to_string();
+        let st = DFStatement::Statement(Box::new(Statement::Query(Box::new(query))));
+        if let Ok(plan) = ctx.state().statement_to_plan(st).await {
+            let names = plan.schema().fields().iter().map(|f| f.name().clone());
+            columns.derived.insert(key, names.collect());
+        }
+    }
+    struct Pass<'a>(&'a Known);
     impl VisitorMut for Pass<'_> {
         type Break = ();
-        fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+        // Inner queries first: an outer `SELECT *` then reads a sub-query's
+        // expanded projection.
+        fn post_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
             visit_set_expr(&mut q.body, self.0);
             ControlFlow::Continue(())
         }
@@ -458,7 +478,15 @@ pub async fn prepare_asof(ctx: &SessionContext, stmt: &mut Statement) -> Result<
     Ok(())
 }
 
-fn visit_set_expr(body: &mut SetExpr, columns: &HashMap<String, Vec<String>>) {
+/// Column names known before planning: of catalog tables (by
+/// [`table_key`]) and of FROM sub-queries (by their SQL text).
+#[derive(Debug, Default)]
+struct Known {
+    tables: HashMap<String, Vec<String>>,
+    derived: HashMap<String, Vec<String>>,
+}
+
+fn visit_set_expr(body: &mut SetExpr, columns: &Known) {
     match body {
         SetExpr::Select(s) if s.from.iter().any(|t| t.joins.iter().any(is_asof)) => {
             expand_wildcard(s, columns);
@@ -474,14 +502,12 @@ fn visit_set_expr(body: &mut SetExpr, columns: &HashMap<String, Vec<String>>) {
     }
 }
 
-/// Output column names of a relation, when they can be told from the AST.
-fn relation_columns(
-    r: &TableFactor,
-    columns: &HashMap<String, Vec<String>>,
-) -> Option<(Ident, Vec<String>)> {
+/// Output column names of a relation, when they can be told from the AST
+/// and `columns`, with the name that qualifies them.
+fn relation_columns(r: &TableFactor, columns: &Known) -> Option<(Ident, Vec<String>)> {
     match r {
         TableFactor::Table { name, alias, .. } => {
-            let cols = columns.get(&table_key(name))?.clone();
+            let cols = columns.tables.get(&table_key(name))?.clone();
             let q = match alias {
                 Some(a) => a.name.clone(),
                 None => match name.0.last()? {
@@ -495,26 +521,32 @@ fn relation_columns(
             subquery,
             alias: Some(a),
             ..
-        } => {
-            let SetExpr::Select(s) = subquery.body.as_ref() else {
-                return None;
-            };
-            let cols = s
-                .projection
-                .iter()
-                .map(|i| match i {
-                    SelectItem::UnnamedExpr(ast::Expr::Identifier(id)) => Some(norm(id)),
-                    SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(p)) => {
-                        p.last().map(norm)
-                    }
-                    SelectItem::ExprWithAlias { alias, .. } => Some(norm(alias)),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()?;
-            Some((a.name.clone(), cols))
-        }
+        } => Some((a.name.clone(), derived_columns(subquery, columns)?)),
         _ => None,
     }
+}
+
+/// A FROM sub-query's output column names: from its plan, or else (a
+/// sub-query with tsjoin's joins, already expanded by this pass: the pass
+/// runs inner queries first) from its projection when every item is named.
+fn derived_columns(subquery: &Query, columns: &Known) -> Option<Vec<String>> {
+    if let Some(cols) = columns.derived.get(&subquery.to_string()) {
+        return Some(cols.clone());
+    }
+    let SetExpr::Select(s) = subquery.body.as_ref() else {
+        return None;
+    };
+    s.projection
+        .iter()
+        .map(|i| match i {
+            SelectItem::UnnamedExpr(ast::Expr::Identifier(id)) => Some(norm(id)),
+            SelectItem::UnnamedExpr(ast::Expr::CompoundIdentifier(p)) => {
+                p.last().map(norm)
+            }
+            SelectItem::ExprWithAlias { alias, .. } => Some(norm(alias)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The columns an ASOF join's `USING (...)` names (normalised), if any.
@@ -535,13 +567,34 @@ fn using_columns(join: &Join) -> Vec<String> {
 /// column whose name an earlier relation already used `name1` (`name2`,
 /// ... if that is taken too), as QuestDB does. Left as `*` when some
 /// relation's columns are not known from the AST and catalog.
-fn expand_wildcard(select: &mut Select, columns: &HashMap<String, Vec<String>>) {
+fn expand_wildcard(select: &mut Select, columns: &Known) {
     if !select
         .projection
         .iter()
         .any(|i| matches!(i, SelectItem::Wildcard(_)))
     {
         return;
+    }
+    // A sub-query without an alias gets one, so its columns can be named
+    // (its output names do not change: a qualifier is not part of them).
+    for (n, twj) in select.from.iter_mut().enumerate() {
+        let joined = twj.joins.iter_mut().map(|j| &mut j.relation);
+        for (m, r) in std::iter::once(&mut twj.relation).chain(joined).enumerate() {
+            if let TableFactor::Derived {
+                subquery,
+                alias: alias @ None,
+                ..
+            } = r
+                && derived_columns(subquery, columns).is_some()
+            {
+                *alias = Some(ast::TableAlias {
+                    explicit: true,
+                    name: Ident::new(format!("__tsjoin_subquery_{n}_{m}")),
+                    columns: vec![],
+                    at: None,
+                });
+            }
+        }
     }
     let mut rels: Vec<(Ident, Vec<String>)> = vec![];
     for twj in &select.from {

@@ -360,11 +360,12 @@ impl WindowJoinRelationPlanner {
         {
             return Ok(node.clause.left_ts.clone());
         }
-        if let Some(name) = designated_name(plan, &self.timestamps)
-            && let Ok((q, f)) = schema.qualified_field_with_unqualified_name(&name)
-        {
-            timestamp_unit(&name, f.data_type())?;
-            return Ok(Expr::Column(Column::new(q.cloned(), f.name())));
+        if let Some(c) = designated_column(plan, &self.timestamps) {
+            timestamp_unit(
+                &c.name,
+                schema.qualified_field_from_column(&c)?.1.data_type(),
+            )?;
+            return Ok(Expr::Column(c));
         }
         let ts: Vec<_> = schema
             .iter()
@@ -402,6 +403,22 @@ fn is_null_literal(e: &Expr) -> bool {
     matches!(e, Expr::Literal(v, _) if v.is_null())
 }
 
+/// The registered designated-timestamp column that `plan` passes through,
+/// qualified. A join's is its left side's, as in QuestDB (where the left
+/// table of a join is the master whose timestamp the result keeps).
+fn designated_column(plan: &LogicalPlan, reg: &TimestampRegistry) -> Option<Column> {
+    if let LogicalPlan::Join(j) = plan {
+        let c = designated_column(&j.left, reg)?;
+        return plan.schema().has_column(&c).then_some(c);
+    }
+    let name = designated_name(plan, reg)?;
+    let (q, f) = plan
+        .schema()
+        .qualified_field_with_unqualified_name(&name)
+        .ok()?;
+    Some(Column::new(q.cloned(), f.name()))
+}
+
 /// The registered designated-timestamp column that `plan` passes through.
 fn designated_name(plan: &LogicalPlan, reg: &TimestampRegistry) -> Option<String> {
     let name = match plan {
@@ -414,10 +431,14 @@ fn designated_name(plan: &LogicalPlan, reg: &TimestampRegistry) -> Option<String
                     .downcast_ref::<crate::asof_join::AsofJoinNode>()
                     .map(|node| &node.clause.left_ts),
             };
-            match left_ts {
-                Some(Expr::Column(c)) => Some(c.name.clone()),
+            // Its left time, qualified: the right side's copy of the name
+            // (when `SELECT *` did not rename it) does not make it ambiguous.
+            return match left_ts {
+                Some(Expr::Column(c)) if plan.schema().has_column(c) => {
+                    Some(c.name.clone())
+                }
                 _ => None,
-            }
+            };
         }
         LogicalPlan::SubqueryAlias(_)
         | LogicalPlan::Filter(_)
