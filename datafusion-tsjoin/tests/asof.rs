@@ -360,18 +360,16 @@ async fn emits_only_the_columns_read() {
 async fn select_star_renames_duplicated_right_columns() {
     let ctx = context(1);
     tables(&ctx).await;
+    let names_of = |df: &datafusion::dataframe::DataFrame| -> Vec<String> {
+        let fields = df.schema().fields().iter();
+        fields.map(|f| f.name().clone()).collect()
+    };
     let df = ctx
         .tsjoin_sql("SELECT * FROM t ASOF JOIN p ON (sym) ASOF JOIN p p2 ON (sym)")
         .await
         .unwrap();
-    let names: Vec<String> = df
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name().clone())
-        .collect();
     assert_eq!(
-        names,
+        names_of(&df),
         [
             "ts", "sym", "price", "ts1", "sym1", "bid", "ts2", "sym2", "bid1"
         ]
@@ -401,13 +399,7 @@ async fn select_star_renames_duplicated_right_columns() {
         ),
     ] {
         let df = ctx.tsjoin_sql(sql).await.unwrap();
-        let names: Vec<String> = df
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        assert_eq!(names, want, "{sql}");
+        assert_eq!(names_of(&df), want, "{sql}");
         let rows = cells(&df.collect().await.unwrap());
         assert_eq!(rows.len(), 2, "{sql}");
     }
