@@ -77,6 +77,8 @@ pub const NEWEST_FIRST_TAG: u8 = 0xB8;
 pub const FILTER_AGGREGATE_TAG: u8 = 0xB7;
 /// First byte of an encoded [`crate::join_filter::LipFilterExec`].
 pub const LIP_FILTER_TAG: u8 = 0xB9;
+/// First byte of an encoded [`crate::join_filter::LipBuildKeysExec`].
+pub const LIP_BUILD_KEYS_TAG: u8 = 0xBB;
 /// First byte of an encoded [`crate::latest_by::LatestByExec`].
 pub const LATEST_BY_TAG: u8 = 0xBA;
 
@@ -621,6 +623,9 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some((&LIP_FILTER_TAG, rest)) = buf.split_first() {
             return crate::join_filter::proto::decode_exec(rest, inputs, ctx, self);
         }
+        if let Some((&LIP_BUILD_KEYS_TAG, rest)) = buf.split_first() {
+            return crate::join_filter::proto::decode_build_keys(rest, inputs, ctx, self);
+        }
         if let Some((&LATEST_BY_TAG, rest)) = buf.split_first() {
             return crate::latest_by::proto::decode_exec(rest, inputs, ctx, self);
         }
@@ -792,6 +797,10 @@ impl PhysicalExtensionCodec for TsJoinPhysicalCodec {
         if let Some(exec) = node.downcast_ref::<crate::join_filter::LipFilterExec>() {
             buf.push(LIP_FILTER_TAG);
             return crate::join_filter::proto::encode_exec(exec, self, buf);
+        }
+        if let Some(exec) = node.downcast_ref::<crate::join_filter::LipBuildKeysExec>() {
+            buf.push(LIP_BUILD_KEYS_TAG);
+            return crate::join_filter::proto::encode_build_keys(exec, self, buf);
         }
         if let Some(exec) = node.downcast_ref::<crate::latest_by::LatestByExec>() {
             buf.push(LATEST_BY_TAG);

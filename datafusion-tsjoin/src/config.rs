@@ -108,8 +108,9 @@ config_namespace! {
         /// `join_filter`): exact bit filters for integer keys of small range,
         /// in adaptive order.
         pub join_filters: bool, default = true
-        /// Widest key range (values) a join filter compiles into bits; 0:
-        /// automatic (an eighth of the scan's rows, from 64 Ki to 256 Mi).
+        /// Widest key range (values) a join filter turns into bits; 0:
+        /// automatic (two per scanned row from the join's build keys, an
+        /// eighth of a row from its predicate; from 64 Ki to 256 Mi).
         pub join_filter_max_bits: u64, default = 0
         /// Let a filtered Parquet scan evaluate its WHERE while decoding
         /// (DataFusion's row filter, per scan) and decode the columns the

@@ -105,11 +105,15 @@ use std::sync::Arc;
 pub const MIN_DEFERRED_SHARE: f64 = 0.3;
 
 /// The largest estimated share of rows passing the predicate for which the
-/// row filter is turned on. Above it the deferred columns are decoded for
-/// most rows anyway, and evaluating the predicate apart costs more than the
-/// rows it skips save (TSBS IoT: `fleet = 'South' AND name IS NOT NULL`,
-/// 25% of the rows, ran 1.2-1.9x slower with it).
-pub const MAX_SELECTIVITY: f64 = 0.1;
+/// row filter is turned on. Rows that pass scattered over the file (a
+/// predicate on a column the file is not ordered by) leave almost every
+/// page with some row to decode, so the deferred columns are decoded nearly
+/// in full anyway and the row filter's separate predicate pass is pure cost:
+/// TPC-H SF 1 Q15 (`l_shipdate` in one quarter, about 4% of lineitem) and
+/// Q12 (one year of `l_receiptdate`) ran 1.35x slower with it, and TSBS IoT's
+/// `fleet = 'South' AND name IS NOT NULL` (25%) 1.2-1.9x. It pays where
+/// almost nothing passes (TSBS blog-q1: 2.8x faster); see benches/README.md.
+pub const MAX_SELECTIVITY: f64 = 0.01;
 
 /// Turns on the Parquet row filter of each filtered scan that reads columns
 /// its predicate does not use, and removes the `FilterExec` it replaces

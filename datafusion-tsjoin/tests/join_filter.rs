@@ -585,6 +585,59 @@ async fn ranges_over_the_bit_budget_are_left_to_the_join() {
     assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
 }
 
+/// A key range too wide to evaluate the join's predicate over (150 K values,
+/// over the 64 Ki that a 150 K-row fact allows) still becomes bits when the
+/// join's build keys are kept (`LipBuildKeysExec` under the join): a write
+/// per build row, up to two bits per fact row. Exact: only matching rows
+/// pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_ranges_take_their_bits_from_the_build_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    for partitioned in [false, true] {
+        let ctx = session(2, 4096, true);
+        if partitioned {
+            partitioned_joins(&ctx);
+        }
+        let dir = dir.path().join(format!("p{partitioned}"));
+        tables(
+            &ctx,
+            &dir,
+            &[
+                ("f", "SELECT value AS k1 FROM generate_series(1, 150000)"),
+                (
+                    "d1",
+                    "SELECT value AS k, value % 10 AS a FROM generate_series(1, 150000)",
+                ),
+            ],
+        )
+        .await;
+        let sql = "SELECT count(*) FROM f JOIN d1 ON f.k1 = d1.k WHERE d1.a = 3";
+        let (physical, batches) = executed(&ctx, sql).await;
+        assert_eq!(cells(&batches), vec![vec!["15000".to_string()]]);
+        let plan = datafusion::physical_plan::displayable(physical.as_ref())
+            .indent(false)
+            .to_string();
+        assert!(plan.contains("LipBuildKeysExec: key=k"), "{plan}");
+        let line = crate::support::operator_line(&physical, "LipFilterExec");
+        // 150 K bits: 18,752 bytes.
+        assert!(
+            line.contains("join_filters=[k1: exact_bits 18752 B"),
+            "{line}"
+        );
+        let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
+        let out = lip.metrics().unwrap().output_rows().unwrap();
+        let unchecked = 150000 - rows_in(lip);
+        assert!(
+            out >= 15000 && out <= 15000 + unchecked,
+            "{out} rows out, {line}"
+        );
+        if !partitioned {
+            // The build is done before the first fact row: every row checked.
+            assert_eq!(out, 15000, "{line}");
+        }
+    }
+}
+
 /// The operator survives tsjoin's codec (as a pass-through where no join
 /// fills its filters).
 #[tokio::test]

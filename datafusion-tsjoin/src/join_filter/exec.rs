@@ -1,8 +1,10 @@
 //! [`LipFilterExec`]: the operator above a fact scan that applies the join
 //! filters of the hash joins it feeds.
 
+use super::build_keys::BuildKeys;
 use super::filter::BitFilter;
 use super::stream::LipFilterStream;
+use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
@@ -33,6 +35,9 @@ pub(crate) const UNKNOWN_ROWS_MAX_BITS: u64 = 1 << 22;
 pub(crate) const MAX_MAX_BITS: u64 = 1 << 28;
 /// Scan rows per bit of that allowance.
 pub(crate) const ROWS_PER_BIT: u64 = 8;
+/// Bits per scan row a filter made from the join's build keys may take
+/// (making them costs a write per build row, so only memory bounds them).
+pub(crate) const KEY_BITS_PER_ROW: u64 = 2;
 
 /// Lookahead information passing (LIP, Quickstep §5.3): drops the rows of
 /// its input (a fact-table scan) that the hash joins above cannot match,
@@ -68,8 +73,13 @@ pub(crate) const ROWS_PER_BIT: u64 = 8;
 pub struct LipFilterExec {
     input: Arc<dyn ExecutionPlan>,
     filters: Vec<JoinFilter>,
-    /// Widest key range compiled into bits.
+    /// Widest key range compiled into bits from the join's predicate.
     max_bits: u64,
+    /// Per filter, its join's build keys where a [`super::LipBuildKeysExec`]
+    /// keeps them (see [`Self::with_build_keys`]).
+    build_keys: Vec<Option<BuildKeysLink>>,
+    /// Widest key range turned into bits from build keys.
+    max_key_bits: u64,
     /// Each filter compiled once, by the first partition that finds its
     /// build done, and shared by all.
     compiled: Arc<[Mutex<Compiled>]>,
@@ -93,6 +103,15 @@ impl JoinFilter {
             .downcast_ref::<DynamicFilterPhysicalExpr>()
             .expect("join filters are dynamic filters (checked in try_new)")
     }
+}
+
+/// A join's build keys, kept by a [`super::LipBuildKeysExec`] under that
+/// join.
+#[derive(Debug, Clone)]
+pub struct BuildKeysLink {
+    pub(crate) keys: Arc<BuildKeys>,
+    /// Whether the join matches NULL with NULL.
+    pub(crate) null_equal: bool,
 }
 
 /// A filter's compilation state.
@@ -135,14 +154,33 @@ impl LipFilterExec {
             })
             .collect::<Result<Vec<_>>>()?;
         let compiled = (0..filters.len()).map(|_| Mutex::default()).collect();
+        let build_keys = vec![None; filters.len()];
         Ok(Self {
             input,
             filters,
             max_bits,
+            build_keys,
+            max_key_bits: max_bits,
             compiled,
             last_order: Arc::default(),
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// Takes filter `i`'s bits from `build_keys[i]` where given (its
+    /// join's keys, kept by a [`super::LipBuildKeysExec`] under the join), for
+    /// ranges of up to `max_key_bits` values; the others, and any whose keys
+    /// are not all there when the join's filter finishes, are compiled from
+    /// the predicate as before.
+    pub(crate) fn with_build_keys(
+        mut self,
+        build_keys: Vec<Option<BuildKeysLink>>,
+        max_key_bits: u64,
+    ) -> Self {
+        debug_assert_eq!(build_keys.len(), self.filters.len());
+        self.build_keys = build_keys;
+        self.max_key_bits = max_key_bits;
+        self
     }
 
     /// The input.
@@ -176,8 +214,14 @@ impl LipFilterExec {
             if futures::FutureExt::now_or_never(dynamic.wait_complete()).is_none() {
                 return Ok(Compiled::NotYet);
             }
+            let keys = self.build_keys[i].as_ref().and_then(|link| {
+                link.keys
+                    .finished()
+                    .map(|keys| (keys, link.null_equal, self.max_key_bits))
+            });
             *state = compile(
                 dynamic,
+                keys,
                 &self.input.schema(),
                 self.max_bits,
                 pool,
@@ -233,7 +277,7 @@ impl LipFilterExec {
 }
 
 /// `col@3, x@0` → `col, x`.
-fn strip_indices(s: &str) -> String {
+pub(crate) fn strip_indices(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -248,9 +292,12 @@ fn strip_indices(s: &str) -> String {
     out
 }
 
-/// A finished dynamic filter as bits, or nothing to apply here.
+/// A finished dynamic filter as bits, or nothing to apply here: from its
+/// join's build keys when `keys` holds them (with whether NULLs match and
+/// the widest range), else from its predicate.
 fn compile(
     dynamic: &DynamicFilterPhysicalExpr,
+    keys: Option<(Vec<ArrayRef>, bool, u64)>,
     input: &Schema,
     max_bits: u64,
     pool: &Arc<dyn MemoryPool>,
@@ -262,9 +309,17 @@ fn compile(
     }) {
         return Ok(Compiled::Nothing);
     }
-    if let [key] = dynamic.children().as_slice()
-        && let Some(bits) = BitFilter::try_new(&predicate, key, input, max_bits)?
-    {
+    let keys_of_probe = dynamic.children();
+    let [key] = keys_of_probe.as_slice() else {
+        return Ok(Compiled::Nothing);
+    };
+    let bits = match keys {
+        Some((keys, null_equal, max_key_bits)) => {
+            BitFilter::from_build_keys(key, input, &keys, null_equal, max_key_bits)?
+        }
+        None => BitFilter::try_new(&predicate, key, input, max_bits)?,
+    };
+    if let Some(bits) = bits {
         let reservation =
             MemoryConsumer::new(format!("LipFilterExec[{name}]")).register(pool);
         if reservation.try_grow(bits.size()).is_ok() {
@@ -348,11 +403,10 @@ impl ExecutionPlan for LipFilterExec {
         if children.len() != 1 {
             return internal_err!("LipFilterExec expects one child");
         }
-        Ok(Arc::new(Self::try_new(
-            children.swap_remove(0),
-            self.filters(),
-            self.max_bits,
-        )?))
+        Ok(Arc::new(
+            Self::try_new(children.swap_remove(0), self.filters(), self.max_bits)?
+                .with_build_keys(self.build_keys.clone(), self.max_key_bits),
+        ))
     }
 
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
@@ -394,6 +448,8 @@ impl LipFilterExec {
             input: Arc::clone(&self.input),
             filters: self.filters.clone(),
             max_bits: self.max_bits,
+            build_keys: self.build_keys.clone(),
+            max_key_bits: self.max_key_bits,
             compiled: Arc::clone(&self.compiled),
             last_order: Arc::clone(&self.last_order),
             metrics: self.metrics.clone(),

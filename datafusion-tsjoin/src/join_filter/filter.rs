@@ -17,7 +17,7 @@
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, PrimitiveArray, RecordBatch,
 };
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{self, cast};
 use datafusion::arrow::datatypes::{
     ArrowPrimitiveType, DataType, Date32Type, Field, Int8Type, Int16Type, Int32Type,
     Int64Type, Schema, UInt8Type, UInt16Type, UInt32Type,
@@ -148,6 +148,76 @@ impl BitFilter {
             .as_any()
             .downcast_ref::<BooleanArray>()
             .is_some_and(|b| b.is_valid(0) && b.value(0));
+        Ok(Some(Self {
+            key,
+            min,
+            len,
+            words,
+            nulls_pass,
+            _reservation: None,
+        }))
+    }
+
+    /// Bits from the join's own build keys (`keys`, as a
+    /// [`super::build_keys::LipBuildKeysExec`] kept them): bit `v - min`
+    /// is set for each non-null build key `v`, over the keys' own range,
+    /// when `key` (the probe key over `input`) is an integer and that range
+    /// is at most `max_bits` wide. A NULL probe key passes when
+    /// `nulls_pass` (a null-equal join) and some build key is NULL. `None`:
+    /// not of that shape, or too wide.
+    ///
+    /// Costs one write per build row, where [`Self::try_new`] evaluates the
+    /// join's predicate once per value of the range.
+    pub(crate) fn from_build_keys(
+        key: &Arc<dyn PhysicalExpr>,
+        input: &Schema,
+        keys: &[ArrayRef],
+        nulls_pass: bool,
+        max_bits: u64,
+    ) -> Result<Option<Self>> {
+        let Ok(key) = reassign_expr_columns(Arc::clone(key), input) else {
+            return Ok(None);
+        };
+        if !bit_key_type(&key.data_type(input)?)
+            || keys.iter().any(|k| !bit_key_type(k.data_type()))
+        {
+            return Ok(None);
+        }
+        let keys = keys
+            .iter()
+            .map(|k| cast(k, &DataType::Int64))
+            .collect::<Result<Vec<_>, _>>()?;
+        let keys: Vec<&Int64Array> = keys
+            .iter()
+            .filter_map(|k| k.as_any().downcast_ref::<Int64Array>())
+            .collect();
+        let bounds = keys
+            .iter()
+            .filter_map(|k| compute::min(*k).zip(compute::max(*k)))
+            .reduce(|(l, h), (lo, hi)| (l.min(lo), h.max(hi)));
+        let nulls_pass = nulls_pass && keys.iter().any(|k| k.null_count() > 0);
+        let Some((min, max)) = bounds else {
+            // No non-null build key: only NULLs can pass, if any.
+            return Ok(Some(Self {
+                key,
+                min: 0,
+                len: 0,
+                words: Vec::new(),
+                nulls_pass,
+                _reservation: None,
+            }));
+        };
+        let len = (max as i128 - min as i128 + 1) as u64;
+        if len > max_bits {
+            return Ok(None);
+        }
+        let mut words = vec![0u64; len.div_ceil(64) as usize];
+        for k in keys {
+            for v in k.iter().flatten() {
+                let bit = v.wrapping_sub(min) as u64;
+                words[(bit >> 6) as usize] |= 1 << (bit & 63);
+            }
+        }
         Ok(Some(Self {
             key,
             min,

@@ -11,24 +11,29 @@
 //! with it, the decoder evaluates the filters in written order at a cost
 //! that measured higher than the savings.
 //!
-//! [`JoinFilterRule`] puts a [`LipFilterExec`] above each such scan. When a
-//! join's build finishes, its filter is compiled once (shared by all
-//! partitions): an integer key whose range is small enough becomes one bit
-//! per key value, evaluated from DataFusion's own predicate over the range
-//! (an exact filter, like Quickstep's `BitVectorExactFilter`: dense
-//! dimension keys cost `(max - min + 1) / 8` bytes, accounted to the memory
-//! pool); any other key is left to the join (checking DataFusion's
-//! membership test before the join costs what the join's own probe costs:
-//! TPC-H measured slower that way). The operator applies
-//! all finished filters to each batch in adaptive order
+//! [`JoinFilterRule`] puts a [`LipFilterExec`] above each such scan, and a
+//! [`LipBuildKeysExec`] on the build side of each single-key join whose
+//! filter it applies: that operator passes the build rows to the join and
+//! keeps their keys. When a join's build finishes, its filter is compiled
+//! once (shared by all partitions): an integer key whose build keys span a
+//! range the memory budget allows becomes one bit per key value, set from
+//! those keys (an exact filter, like Quickstep's `BitVectorExactFilter`:
+//! dense dimension keys cost `(max - min + 1) / 8` bytes, accounted to the
+//! memory pool; a filter without build keys evaluates DataFusion's own
+//! predicate over a narrower range instead); any other key is left to the
+//! join (checking DataFusion's membership test before the join costs what
+//! the join's own probe costs: TPC-H measured slower that way). The operator
+//! applies all finished filters to each batch in adaptive order
 //! ([`prober`]): cheapest per dropped row first, learnt on small slices of
 //! the first batches, a filter that drops almost nothing switched off.
 //!
 //! ```text
 //! HashJoinExec: (d_datekey = lo_orderdate)        HashJoinExec: (d_datekey = lo_orderdate)
-//!   …date…                                          …date…
+//!   …date…                                          LipBuildKeysExec: key=d_datekey
+//!                                                     …date…
 //!   HashJoinExec: (c_custkey = lo_custkey)    ⇒     HashJoinExec: (c_custkey = lo_custkey)
-//!     …customer…                                      …customer…
+//!     …customer…                                      LipBuildKeysExec: key=c_custkey
+//!                                                       …customer…
 //!     DataSourceExec: lineorder,                      LipFilterExec: join_filters=[lo_custkey; lo_orderdate]
 //!       predicate=DynamicFilter[…] AND …                DataSourceExec: lineorder, predicate=…
 //! ```
@@ -64,6 +69,7 @@
 //! # std::fs::remove_dir_all(dir).ok(); Ok(()) }
 //! ```
 
+mod build_keys;
 mod exec;
 mod filter;
 mod metrics;
@@ -73,6 +79,7 @@ mod rule;
 mod star;
 mod stream;
 
+pub use build_keys::LipBuildKeysExec;
 pub use exec::LipFilterExec;
 pub use rule::JoinFilterRule;
 pub(crate) use rule::{join_filter_ids, join_filters_in};

@@ -1,12 +1,14 @@
-//! [`LipFilterExec`] in datafusion-proto: its dynamic filters and bit
-//! budget; the child travels as the plan's input.
+//! [`LipFilterExec`] and [`LipBuildKeysExec`] in datafusion-proto: the
+//! filter's dynamic filters and bit budget, the build keys' key
+//! expression; the child travels as the plan's input.
 //!
-//! A decoded operator holds copies of the filters that no join in the
-//! receiving process updates, and it applies only finished filters, so it
-//! passes its input through there (the rule does not place it on a
-//! cluster; this keeps a plan that has one shippable).
+//! A decoded [`LipFilterExec`] holds copies of the filters that no join in
+//! the receiving process updates, and it applies only finished filters, so
+//! it passes its input through there; a decoded [`LipBuildKeysExec`] keeps
+//! its keys for no filter (the rule does not place them on a cluster; this
+//! keeps a plan that has them shippable).
 
-use super::LipFilterExec;
+use super::{LipBuildKeysExec, LipFilterExec};
 use crate::codec::{TsJoinPhysicalCodec, decode_one_input, encode_message};
 use datafusion::common::Result;
 use datafusion::execution::TaskContext;
@@ -66,4 +68,38 @@ pub(crate) fn decode_exec(
         filters,
         msg.max_bits,
     )?))
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct LipBuildKeysProto {
+    #[prost(message, optional, tag = "1")]
+    key: Option<PhysicalExprNode>,
+}
+
+/// Appends `exec`'s fields (after the tag) to `buf`.
+pub(crate) fn encode_build_keys(
+    exec: &LipBuildKeysExec,
+    codec: &TsJoinPhysicalCodec,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    let msg = LipBuildKeysProto {
+        key: Some(serialize_physical_expr(exec.key(), codec)?),
+    };
+    encode_message(&msg, buf)
+}
+
+/// The exec from its fields (after the tag) over `inputs[0]`.
+pub(crate) fn decode_build_keys(
+    buf: &[u8],
+    inputs: &[Arc<dyn ExecutionPlan>],
+    ctx: &TaskContext,
+    codec: &TsJoinPhysicalCodec,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let (msg, input) =
+        decode_one_input::<LipBuildKeysProto>("LipBuildKeysExec", buf, inputs)?;
+    let Some(key) = &msg.key else {
+        return datafusion::common::internal_err!("LipBuildKeysExec without a key");
+    };
+    let key = parse_physical_expr(key, ctx, &input.schema(), codec)?;
+    Ok(Arc::new(LipBuildKeysExec::new(Arc::clone(input), key)))
 }

@@ -1,24 +1,29 @@
 //! [`JoinFilterRule`]: places a [`LipFilterExec`] above every file scan
 //! that holds a hash join's dynamic filter.
 
+use super::build_keys::{BuildKeys, LipBuildKeysExec};
 use super::exec::{
-    LipFilterExec, MAX_MAX_BITS, MIN_MAX_BITS, ROWS_PER_BIT, UNKNOWN_ROWS_MAX_BITS,
+    BuildKeysLink, KEY_BITS_PER_ROW, LipFilterExec, MAX_MAX_BITS, MIN_MAX_BITS,
+    ROWS_PER_BIT, UNKNOWN_ROWS_MAX_BITS,
 };
 use crate::config::{TsJoinOptions, rule_enabled};
-use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::{
     Transformed, TransformedResult, TreeNode, TreeNodeRecursion,
 };
+use datafusion::common::{NullEquality, Result};
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
-use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
-use std::collections::HashSet;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, ExecutionPlan, ExecutionPlanProperties, PhysicalExpr,
+    ReplaceChildrenOptions,
+};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Puts a [`LipFilterExec`] directly above each file scan into which
@@ -54,17 +59,39 @@ impl PhysicalOptimizerRule for JoinFilterRule {
             .extensions
             .get::<TsJoinOptions>()
             .map_or(0, |o| o.join_filter_max_bits);
+        let build_keys = join_build_keys(&plan)?;
+        // The keys each filter's join keeps, made as scans use the filter
+        // (a scan is met before the join above it) and placed under the join.
+        let mut linked: HashMap<u64, Arc<BuildKeys>> = HashMap::new();
         plan.transform_up(|node| {
+            if node.downcast_ref::<HashJoinExec>().is_some() {
+                return keep_build_keys(node, &build_keys, &linked);
+            }
             let Some(filters) = scan_join_filters(&node, &joins) else {
                 return Ok(Transformed::no(node));
             };
-            let max_bits = match fixed_bits {
-                0 => max_bits(&node),
-                bits => bits,
+            let rows = scan_rows(&node);
+            let (max_bits, max_key_bits) = match fixed_bits {
+                0 => (max_bits(rows), max_key_bits(rows)),
+                bits => (bits, bits),
             };
-            Ok(Transformed::yes(
-                Arc::new(LipFilterExec::try_new(node, filters, max_bits)?) as _,
-            ))
+            let links = filters
+                .iter()
+                .map(|f| {
+                    let id = f.expression_id()?;
+                    let (_, null_equal, partitions) = build_keys.get(&id)?;
+                    let keys = linked
+                        .entry(id)
+                        .or_insert_with(|| BuildKeys::new(*partitions));
+                    Some(BuildKeysLink {
+                        keys: Arc::clone(keys),
+                        null_equal: *null_equal,
+                    })
+                })
+                .collect();
+            let lip = LipFilterExec::try_new(node, filters, max_bits)?
+                .with_build_keys(links, max_key_bits);
+            Ok(Transformed::yes(Arc::new(lip) as _))
         })
         .data()
     }
@@ -92,6 +119,68 @@ pub(crate) fn join_filter_ids(plan: &Arc<dyn ExecutionPlan>) -> Result<HashSet<u
         Ok(TreeNodeRecursion::Continue)
     })?;
     Ok(ids)
+}
+
+/// Per dynamic filter id of a single-key hash join: the join's build key
+/// (over its build side), whether it matches NULL with NULL, and the build
+/// side's partitions.
+type JoinBuildKeys = HashMap<u64, (Arc<dyn PhysicalExpr>, bool, usize)>;
+
+/// The build keys of `plan`'s single-key hash joins that publish a filter.
+fn join_build_keys(plan: &Arc<dyn ExecutionPlan>) -> Result<JoinBuildKeys> {
+    let mut keys = HashMap::new();
+    plan.apply(|node| {
+        if let Some(join) = node.downcast_ref::<HashJoinExec>()
+            && let [(build_key, _)] = join.on()
+        {
+            let null_equal = join.null_equality() == NullEquality::NullEqualsNull;
+            let partitions = join.left().output_partitioning().partition_count();
+            for id in join
+                .dynamic_expressions_produced()
+                .iter()
+                .filter_map(|f| f.expression_id())
+            {
+                keys.insert(id, (Arc::clone(build_key), null_equal, partitions));
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(keys)
+}
+
+/// `join` with a [`LipBuildKeysExec`] over its build side when a scan's
+/// [`LipFilterExec`] takes its filter's bits from the build keys (`linked`).
+fn keep_build_keys(
+    node: Arc<dyn ExecutionPlan>,
+    build_keys: &JoinBuildKeys,
+    linked: &HashMap<u64, Arc<BuildKeys>>,
+) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
+    let Some(join) = node.downcast_ref::<HashJoinExec>() else {
+        return Ok(Transformed::no(node));
+    };
+    let link = join
+        .dynamic_expressions_produced()
+        .iter()
+        .filter_map(|f| f.expression_id())
+        .find_map(|id| Some((linked.get(&id)?, build_keys.get(&id)?)));
+    let Some((keys, (key, _, partitions))) = link else {
+        return Ok(Transformed::no(node));
+    };
+    let left = Arc::clone(join.left());
+    if left.output_partitioning().partition_count() != *partitions {
+        // Not the build the keys were sized for: the filter falls back to
+        // the join's predicate.
+        return Ok(Transformed::no(node));
+    }
+    let left = LipBuildKeysExec::with_keys(left, Arc::clone(key), keys);
+    let right = Arc::clone(join.right());
+    Ok(Transformed::yes(
+        // The keys' operator passes the build side through: same properties.
+        node.replace_children(
+            vec![Arc::new(left), right],
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep),
+        )?,
+    ))
 }
 
 /// The join filters (dynamic filters whose id is in `joins`) in the
@@ -137,18 +226,34 @@ pub(crate) fn join_filters_in(
     filters
 }
 
-/// The widest key range worth compiling into bits over `scan`: evaluating
-/// the join's predicate once per key value (serially) should cost a small
-/// share of evaluating it once per scanned row (in parallel).
-fn max_bits(scan: &Arc<dyn ExecutionPlan>) -> u64 {
-    let rows = StatisticsContext::new()
+/// The rows `scan` reads, as its statistics estimate them.
+fn scan_rows(scan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
+    StatisticsContext::new()
         .compute(scan.as_ref(), &StatisticsArgs::new())
         .ok()
         .and_then(|s| match s.num_rows {
             Precision::Exact(n) | Precision::Inexact(n) => Some(n as u64),
             Precision::Absent => None,
-        });
+        })
+}
+
+/// The widest key range worth compiling into bits from the join's
+/// predicate over a scan of `rows`: evaluating the predicate once per key
+/// value (serially) should cost a small share of evaluating it once per
+/// scanned row (in parallel).
+fn max_bits(rows: Option<u64>) -> u64 {
     rows.map_or(UNKNOWN_ROWS_MAX_BITS, |rows| {
         (rows / ROWS_PER_BIT).clamp(MIN_MAX_BITS, MAX_MAX_BITS)
+    })
+}
+
+/// The widest key range turned into bits from a join's build keys over a
+/// scan of `rows`: they cost a write per build row to make, so only their
+/// memory bounds them, [`KEY_BITS_PER_ROW`] bits per scanned row (a 64th
+/// of an 8-byte key column's bytes per bit).
+fn max_key_bits(rows: Option<u64>) -> u64 {
+    rows.map_or(UNKNOWN_ROWS_MAX_BITS, |rows| {
+        rows.saturating_mul(KEY_BITS_PER_ROW)
+            .clamp(MIN_MAX_BITS, MAX_MAX_BITS)
     })
 }
