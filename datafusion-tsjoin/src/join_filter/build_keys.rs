@@ -45,7 +45,7 @@ use std::task::{Context, Poll};
 /// The join keys a [`LipBuildKeysExec`] saw, shared with the
 /// [`super::LipFilterExec`] that turns them into bits.
 #[derive(Debug)]
-pub struct BuildKeys {
+pub(crate) struct BuildKeys {
     /// Partitions of the build side: the keys are all there once each has
     /// ended.
     partitions: usize,

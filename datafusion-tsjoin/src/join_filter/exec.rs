@@ -108,7 +108,7 @@ impl JoinFilter {
 /// A join's build keys, kept by a [`super::LipBuildKeysExec`] under that
 /// join.
 #[derive(Debug, Clone)]
-pub struct BuildKeysLink {
+pub(crate) struct BuildKeysLink {
     pub(crate) keys: Arc<BuildKeys>,
     /// Whether the join matches NULL with NULL.
     pub(crate) null_equal: bool,

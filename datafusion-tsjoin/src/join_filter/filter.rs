@@ -108,10 +108,9 @@ impl BitFilter {
         if max < min {
             return Ok(None);
         }
-        let len = (max as i128 - min as i128 + 1) as u64;
-        if len > max_bits {
+        let Some(len) = range_len(min, max, max_bits) else {
             return Ok(None);
-        }
+        };
         let mut words = vec![0u64; len.div_ceil(64) as usize];
         let mut start = min;
         while start <= max {
@@ -148,14 +147,7 @@ impl BitFilter {
             .as_any()
             .downcast_ref::<BooleanArray>()
             .is_some_and(|b| b.is_valid(0) && b.value(0));
-        Ok(Some(Self {
-            key,
-            min,
-            len,
-            words,
-            nulls_pass,
-            _reservation: None,
-        }))
+        Ok(Some(Self::from_parts(key, min, len, words, nulls_pass)))
     }
 
     /// Bits from the join's own build keys (`keys`, as a
@@ -196,21 +188,11 @@ impl BitFilter {
             .filter_map(|k| compute::min(*k).zip(compute::max(*k)))
             .reduce(|(l, h), (lo, hi)| (l.min(lo), h.max(hi)));
         let nulls_pass = nulls_pass && keys.iter().any(|k| k.null_count() > 0);
-        let Some((min, max)) = bounds else {
-            // No non-null build key: only NULLs can pass, if any.
-            return Ok(Some(Self {
-                key,
-                min: 0,
-                len: 0,
-                words: Vec::new(),
-                nulls_pass,
-                _reservation: None,
-            }));
-        };
-        let len = (max as i128 - min as i128 + 1) as u64;
-        if len > max_bits {
+        // No non-null build key: an empty range, only NULLs can pass.
+        let (min, max) = bounds.unwrap_or((0, -1));
+        let Some(len) = range_len(min, max, max_bits) else {
             return Ok(None);
-        }
+        };
         let mut words = vec![0u64; len.div_ceil(64) as usize];
         for k in keys {
             for v in k.iter().flatten() {
@@ -218,14 +200,25 @@ impl BitFilter {
                 words[(bit >> 6) as usize] |= 1 << (bit & 63);
             }
         }
-        Ok(Some(Self {
+        Ok(Some(Self::from_parts(key, min, len, words, nulls_pass)))
+    }
+
+    /// Bits `words` over `[min, min + len)`, not yet accounted.
+    fn from_parts(
+        key: Arc<dyn PhysicalExpr>,
+        min: i64,
+        len: u64,
+        words: Vec<u64>,
+        nulls_pass: bool,
+    ) -> Self {
+        Self {
             key,
             min,
             len,
             words,
             nulls_pass,
             _reservation: None,
-        }))
+        }
     }
 
     /// Accounts the bits to `reservation` (already grown by [`Self::size`]).
@@ -271,6 +264,14 @@ impl BitFilter {
             keys.data_type()
         )
     }
+}
+
+/// Values in `[min, max]` (0 when `max < min`) when at most `max_bits`.
+/// Counted in `i128`: the whole `i64` range has 2^64 values, which a `u64`
+/// would wrap to 0.
+fn range_len(min: i64, max: i64, max_bits: u64) -> Option<u64> {
+    let len = (max as i128 - min as i128 + 1).max(0);
+    (len <= max_bits as i128).then_some(len as u64)
 }
 
 /// Whether keys of `t` can be probed in bits (their values fit an `i64`).
@@ -414,6 +415,48 @@ impl Bits<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn range_lengths_do_not_wrap() {
+        assert_eq!(range_len(3, 2, 10), Some(0));
+        assert_eq!(range_len(-5, 4, 10), Some(10));
+        assert_eq!(range_len(-5, 5, 10), None);
+        assert_eq!(range_len(i64::MIN, i64::MAX, u64::MAX), None);
+    }
+
+    #[test]
+    fn build_keys_spanning_every_i64_are_left_to_the_join() {
+        let s = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
+        let key = datafusion::physical_expr::expressions::col("k", &s).unwrap();
+        let keys: Vec<ArrayRef> =
+            vec![Arc::new(Int64Array::from(vec![i64::MIN, i64::MAX]))];
+        let bits = BitFilter::from_build_keys(&key, &s, &keys, false, u64::MAX).unwrap();
+        assert!(bits.is_none());
+        // Within the budget: exactly the build keys pass; NULL only when asked.
+        let keys: Vec<ArrayRef> =
+            vec![Arc::new(Int64Array::from(vec![Some(-3), None, Some(7)]))];
+        for nulls in [false, true] {
+            let bits = BitFilter::from_build_keys(&key, &s, &keys, nulls, 64)
+                .unwrap()
+                .unwrap();
+            let probe = RecordBatch::try_new(
+                Arc::new(s.clone()),
+                vec![Arc::new(Int64Array::from(vec![
+                    Some(-3),
+                    Some(0),
+                    None,
+                    Some(7),
+                    Some(8),
+                    Some(-4),
+                ]))],
+            )
+            .unwrap();
+            let mut sel: Vec<u32> = (0..6).collect();
+            bits.retain(&probe, &mut sel).unwrap();
+            let want: Vec<u32> = if nulls { vec![0, 2, 3] } else { vec![0, 3] };
+            assert_eq!(sel, want);
+        }
+    }
     use datafusion::physical_expr::expressions::{InListExpr, IsNullExpr, col, lit};
 
     fn schema() -> Schema {
