@@ -25,7 +25,6 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{Result, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::metrics::{
     BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet,
 };
@@ -56,8 +55,10 @@ pub(crate) struct BuildKeys {
 struct KeysState {
     arrays: Vec<ArrayRef>,
     ended: usize,
-    /// Held while the keys are: the memory of keys the join does not hold
-    /// itself (computed ones).
+    /// Some partition could not keep all its keys (the pool refused them),
+    /// or they were taken: there is nothing complete to take.
+    incomplete: bool,
+    /// The keys' memory, held until they are taken.
     reservations: Vec<MemoryReservation>,
 }
 
@@ -70,17 +71,29 @@ impl BuildKeys {
         })
     }
 
-    /// Every build key, once every partition has ended (`None` before).
-    pub(crate) fn finished(&self) -> Option<Vec<ArrayRef>> {
-        let state = self.state.lock();
-        (state.ended == self.partitions).then(|| state.arrays.clone())
+    /// Every build key, once every partition has ended, handed over once
+    /// (their memory is released with them); `None` before, after, or when
+    /// some partition could not keep its keys.
+    pub(crate) fn take_finished(&self) -> Option<Vec<ArrayRef>> {
+        let mut state = self.state.lock();
+        if state.ended != self.partitions || state.incomplete {
+            return None;
+        }
+        state.incomplete = true;
+        state.reservations.clear();
+        Some(std::mem::take(&mut state.arrays))
     }
 
-    /// One partition's keys, at its end.
-    fn end_partition(&self, arrays: Vec<ArrayRef>, reservation: MemoryReservation) {
+    /// One partition's keys, at its end (`None`: it could not keep them).
+    fn end_partition(&self, kept: Option<(Vec<ArrayRef>, MemoryReservation)>) {
         let mut state = self.state.lock();
-        state.arrays.extend(arrays);
-        state.reservations.push(reservation);
+        match kept {
+            Some((arrays, reservation)) => {
+                state.arrays.extend(arrays);
+                state.reservations.push(reservation);
+            }
+            None => state.incomplete = true,
+        }
         state.ended += 1;
     }
 }
@@ -246,8 +259,8 @@ impl ExecutionPlan for LipBuildKeysExec {
             input,
             key: Arc::clone(&self.key),
             keys: Arc::clone(&self.keys),
-            arrays: Vec::new(),
-            reservation: Some(reservation),
+            kept: Some((Vec::new(), reservation)),
+            ended: false,
             baseline: BaselineMetrics::new(&self.metrics, partition),
         }))
     }
@@ -262,25 +275,28 @@ struct BuildKeysStream {
     input: SendableRecordBatchStream,
     key: Arc<dyn PhysicalExpr>,
     keys: Arc<BuildKeys>,
-    arrays: Vec<ArrayRef>,
-    /// `None` once handed over at the end.
-    reservation: Option<MemoryReservation>,
+    /// The keys so far and their memory; `None` once given up (the pool
+    /// refused them) or handed over at the end.
+    kept: Option<(Vec<ArrayRef>, MemoryReservation)>,
+    ended: bool,
     baseline: BaselineMetrics,
 }
 
 impl BuildKeysStream {
-    /// Keeps `batch`'s keys. A key that is a column shares the batch's
-    /// buffer, which the join holds anyway; a computed one is new memory,
-    /// accounted (an error when the pool refuses it, as the join's own
-    /// build would).
+    /// Keeps `batch`'s keys, accounted to the pool: the join concatenates
+    /// its build batches, so even a key column's buffers are memory of their
+    /// own here. When the pool refuses them the keys are dropped and the
+    /// filter falls back to the join's predicate; the rows still pass.
     fn keep(&mut self, batch: &RecordBatch) -> Result<()> {
+        let Some((arrays, reservation)) = &mut self.kept else {
+            return Ok(());
+        };
         let keys = self.key.evaluate(batch)?.into_array(batch.num_rows())?;
-        if self.key.downcast_ref::<Column>().is_none()
-            && let Some(reservation) = &mut self.reservation
-        {
-            reservation.try_grow(keys.get_array_memory_size())?;
+        if reservation.try_grow(keys.get_array_memory_size()).is_err() {
+            self.kept = None;
+            return Ok(());
         }
-        self.arrays.push(keys);
+        arrays.push(keys);
         Ok(())
     }
 }
@@ -302,9 +318,9 @@ impl Stream for BuildKeysStream {
                 Some(kept.map(|()| batch))
             }
             None => {
-                if let Some(reservation) = self.reservation.take() {
-                    let arrays = std::mem::take(&mut self.arrays);
-                    self.keys.end_partition(arrays, reservation);
+                if !std::mem::replace(&mut self.ended, true) {
+                    let kept = self.kept.take();
+                    self.keys.end_partition(kept);
                 }
                 None
             }
@@ -349,18 +365,18 @@ mod tests {
         .unwrap();
         let exec = Arc::new(LipBuildKeysExec::new(input, col("k", &schema).unwrap()));
         let keys = Arc::clone(&exec.keys);
-        assert!(keys.finished().is_none());
+        assert!(keys.take_finished().is_none());
         let ctx = Arc::new(TaskContext::default());
         let mut first = exec.execute(0, Arc::clone(&ctx)).unwrap();
         while let Some(b) = futures::StreamExt::next(&mut first).await {
             b.unwrap();
         }
         // One of two partitions ended: not finished.
-        assert!(keys.finished().is_none());
+        assert!(keys.take_finished().is_none());
         datafusion::physical_plan::common::collect(exec.execute(1, ctx).unwrap())
             .await
             .unwrap();
-        let arrays = keys.finished().expect("both partitions ended");
+        let arrays = keys.take_finished().expect("both partitions ended");
         let seen: Vec<Option<i32>> = arrays
             .iter()
             .flat_map(|a| {
@@ -372,5 +388,46 @@ mod tests {
             })
             .collect();
         assert_eq!(seen, vec![Some(3), None, Some(7), Some(1)]);
+        // Handed over once, their memory with them.
+        assert!(keys.take_finished().is_none());
+        assert_eq!(ctx_pool_reserved(&keys), 0);
+    }
+
+    fn ctx_pool_reserved(keys: &BuildKeys) -> usize {
+        keys.state
+            .lock()
+            .reservations
+            .iter()
+            .map(|r| r.size())
+            .sum()
+    }
+
+    /// Keys the pool refuses are dropped, not an error: the rows pass, and
+    /// there is nothing to take.
+    #[tokio::test]
+    async fn keys_over_the_memory_limit_are_given_up() {
+        use datafusion::execution::memory_pool::GreedyMemoryPool;
+        use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, true)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int32Array::from_iter_values(0..100_000)) as ArrayRef],
+        )
+        .unwrap();
+        let input =
+            MemorySourceConfig::try_new_exec(&[vec![batch]], Arc::clone(&schema), None)
+                .unwrap();
+        let exec = Arc::new(LipBuildKeysExec::new(input, col("k", &schema).unwrap()));
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(GreedyMemoryPool::new(64 << 10)))
+            .build_arc()
+            .unwrap();
+        let ctx = Arc::new(TaskContext::default().with_runtime(runtime));
+        let out =
+            datafusion::physical_plan::common::collect(exec.execute(0, ctx).unwrap())
+                .await
+                .unwrap();
+        assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 100_000);
+        assert!(exec.keys.take_finished().is_none());
     }
 }

@@ -216,7 +216,7 @@ impl LipFilterExec {
             }
             let keys = self.build_keys[i].as_ref().and_then(|link| {
                 link.keys
-                    .finished()
+                    .take_finished()
                     .map(|keys| (keys, link.null_equal, self.max_key_bits))
             });
             *state = compile(
