@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 /// Writes `batch` as Parquet files `dir/part-*.parquet` of `files` parts
 /// with row groups of `group` rows.
-fn write_table(dir: &Path, batch: &RecordBatch, files: usize, group: usize) {
+pub(crate) fn write_table(dir: &Path, batch: &RecordBatch, files: usize, group: usize) {
     std::fs::create_dir_all(dir).unwrap();
     let rows = batch.num_rows();
     let per = rows.div_ceil(files.max(1)).max(1);
@@ -247,7 +247,7 @@ const SMALL_STAR_QUERY: &str =
 
 /// Writes each `(name, query)` of `tables` as Parquet under `dir/name/`
 /// and registers them all in `ctx`.
-async fn tables(ctx: &SessionContext, dir: &Path, tables: &[(&str, &str)]) {
+pub(crate) async fn tables(ctx: &SessionContext, dir: &Path, tables: &[(&str, &str)]) {
     for (name, query) in tables {
         let path = dir.join(name).join("a.parquet");
         exec(ctx, &format!("COPY ({query}) TO '{}'", path.display())).await;
@@ -255,7 +255,7 @@ async fn tables(ctx: &SessionContext, dir: &Path, tables: &[(&str, &str)]) {
     register_star(ctx, dir).await;
 }
 
-async fn register_star(ctx: &SessionContext, dir: &Path) {
+pub(crate) async fn register_star(ctx: &SessionContext, dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let name = entry.file_name().into_string().unwrap();
@@ -263,22 +263,40 @@ async fn register_star(ctx: &SessionContext, dir: &Path) {
     }
 }
 
-/// The rows of `sql` and whether a `LipFilterExec` ran in its plan with
-/// rows through it.
-async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, bool) {
-    let plan = ctx
-        .tsjoin_sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
-    (cells(&batches), filtered_rows(&plan) > 0)
+/// Runs `sql` over the tables under `dir` with and without join filters,
+/// in sessions of 1–4 partitions, a batch size and collect-left or
+/// partitioned joins drawn from `rng`; asserts that the answers agree and
+/// returns both plans, run (with filters, without).
+pub(crate) async fn with_and_without(
+    rng: &mut StdRng,
+    dir: &Path,
+    sql: &str,
+    case: u64,
+) -> (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>) {
+    let partitions = rng.random_range(1..=4);
+    let batch = rng.random_range(1..=2000);
+    let with = session(partitions, batch, true);
+    let without = session(partitions, batch, false);
+    let partitioned = rng.random_bool(0.5);
+    if partitioned {
+        partitioned_joins(&with);
+        partitioned_joins(&without);
+    }
+    register_star(&with, dir).await;
+    register_star(&without, dir).await;
+    let (plan_without, want) = executed(&without, sql).await;
+    let (plan_with, got) = executed(&with, sql).await;
+    assert_eq!(
+        cells(&got),
+        cells(&want),
+        "case {case} ({partitions} partitions, partitioned joins {partitioned}, \
+         batch {batch}): {sql}"
+    );
+    (plan_with, plan_without)
 }
 
 /// Rows a `LipFilterExec`'s filters checked, over all filters.
-fn rows_in(lip: &Arc<dyn ExecutionPlan>) -> usize {
+pub(crate) fn rows_in(lip: &Arc<dyn ExecutionPlan>) -> usize {
     lip.metrics().map_or(0, |m| {
         m.iter()
             .filter(|x| x.value().name().ends_with(".rows_in"))
@@ -301,7 +319,11 @@ fn filtered_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
         .sum::<usize>()
 }
 
-fn session(partitions: usize, batch: usize, join_filters: bool) -> SessionContext {
+pub(crate) fn session(
+    partitions: usize,
+    batch: usize,
+    join_filters: bool,
+) -> SessionContext {
     let ctx = crate::support::tsjoin_context(
         SessionConfig::new()
             .with_target_partitions(partitions)
@@ -320,7 +342,7 @@ fn session(partitions: usize, batch: usize, join_filters: bool) -> SessionContex
 
 /// Makes every hash join of `ctx` partitioned (both sides hashed), as
 /// large builds are: their filters route each key by its hash.
-fn partitioned_joins(ctx: &SessionContext) {
+pub(crate) fn partitioned_joins(ctx: &SessionContext) {
     let state = ctx.state_ref();
     let mut state = state.write();
     let optimizer = &mut state.config_mut().options_mut().optimizer;
@@ -341,26 +363,13 @@ async fn random_stars_answer_as_without_join_filters() {
         let mut rng = StdRng::seed_from_u64(7000 + case);
         let dir = tempfile::tempdir().unwrap();
         let sql = random_star(&mut rng, dir.path());
-        let partitions = rng.random_range(1..=4);
-        let batch = rng.random_range(1..=2000);
-        let with = session(partitions, batch, true);
-        let without = session(partitions, batch, false);
-        let partitioned = rng.random_bool(0.5);
-        if partitioned {
-            partitioned_joins(&with);
-            partitioned_joins(&without);
-        }
-        register_star(&with, dir.path()).await;
-        register_star(&without, dir.path()).await;
-        let (want, off_fired) = run(&without, &sql).await;
-        let (got, on_fired) = run(&with, &sql).await;
-        assert!(!off_fired, "case {case}: join filters ran while off");
+        let (with, without) = with_and_without(&mut rng, dir.path(), &sql, case).await;
         assert_eq!(
-            got, want,
-            "case {case} ({partitions} partitions, partitioned joins {partitioned}, \
-             batch {batch}): {sql}"
+            filtered_rows(&without),
+            0,
+            "case {case}: join filters ran while off"
         );
-        fired += usize::from(on_fired);
+        fired += usize::from(filtered_rows(&with) > 0);
     }
     // The filters must actually have run for the comparison to mean much.
     assert!(
@@ -454,7 +463,7 @@ async fn partitioned_joins_filters_are_bits_too() {
 }
 
 /// The physical plan of `sql`, run to completion, and its output.
-async fn executed(
+pub(crate) async fn executed(
     ctx: &SessionContext,
     sql: &str,
 ) -> (Arc<dyn ExecutionPlan>, Vec<RecordBatch>) {
@@ -465,7 +474,7 @@ async fn executed(
     (physical, batches)
 }
 
-fn find<'a>(
+pub(crate) fn find<'a>(
     plan: &'a Arc<dyn ExecutionPlan>,
     name: &str,
 ) -> Option<&'a Arc<dyn ExecutionPlan>> {

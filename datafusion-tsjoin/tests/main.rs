@@ -13,6 +13,7 @@ mod fuzz;
 mod groupby;
 mod horizon;
 mod join_filter;
+mod key_filters;
 mod late_materialize;
 mod latest_by;
 mod lifecycle;

@@ -51,6 +51,17 @@ pub(crate) struct BuildKeys {
     state: Mutex<KeysState>,
 }
 
+/// What [`BuildKeys::take`] finds.
+#[derive(Debug)]
+pub(crate) enum Taken {
+    /// Some build partition has not ended yet.
+    Running,
+    /// Taken before, or some partition could not keep its keys.
+    Gone,
+    /// Every build key.
+    Keys(Vec<ArrayRef>),
+}
+
 #[derive(Debug, Default)]
 struct KeysState {
     arrays: Vec<ArrayRef>,
@@ -75,13 +86,27 @@ impl BuildKeys {
     /// (their memory is released with them); `None` before, after, or when
     /// some partition could not keep its keys.
     pub(crate) fn take_finished(&self) -> Option<Vec<ArrayRef>> {
+        match self.take() {
+            Taken::Keys(keys) => Some(keys),
+            Taken::Running | Taken::Gone => None,
+        }
+    }
+
+    /// Every build key once every partition has ended (handed over once:
+    /// their memory is released with them), whether the build still runs,
+    /// or that the keys are gone (taken, or some partition could not keep
+    /// them).
+    pub(crate) fn take(&self) -> Taken {
         let mut state = self.state.lock();
-        if state.ended != self.partitions || state.incomplete {
-            return None;
+        if state.incomplete {
+            return Taken::Gone;
+        }
+        if state.ended != self.partitions {
+            return Taken::Running;
         }
         state.incomplete = true;
         state.reservations.clear();
-        Some(std::mem::take(&mut state.arrays))
+        Taken::Keys(std::mem::take(&mut state.arrays))
     }
 
     /// One partition's keys, at its end (`None`: it could not keep them).

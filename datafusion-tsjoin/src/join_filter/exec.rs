@@ -1,7 +1,7 @@
 //! [`LipFilterExec`]: the operator above a fact scan that applies the join
 //! filters of the hash joins it feeds.
 
-use super::build_keys::BuildKeys;
+use super::build_keys::{BuildKeys, Taken};
 use super::filter::BitFilter;
 use super::stream::LipFilterStream;
 use datafusion::arrow::array::ArrayRef;
@@ -89,20 +89,24 @@ pub struct LipFilterExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
-/// One join filter: a hash join's dynamic filter, as the scan holds it.
+/// One join filter.
 #[derive(Debug, Clone)]
 pub(crate) struct JoinFilter {
-    pub(crate) expr: Arc<dyn PhysicalExpr>,
-    /// What EXPLAIN calls it: its probe keys.
-    pub(crate) name: String,
+    source: FilterSource,
+    /// What EXPLAIN calls it: its probe keys (a key filter: `probe=build`).
+    name: String,
 }
 
-impl JoinFilter {
-    fn dynamic(&self) -> &DynamicFilterPhysicalExpr {
-        self.expr
-            .downcast_ref::<DynamicFilterPhysicalExpr>()
-            .expect("join filters are dynamic filters (checked in try_new)")
-    }
+/// Where a join filter comes from.
+#[derive(Debug, Clone)]
+enum FilterSource {
+    /// A hash join's dynamic filter, as the scan holds it.
+    Dynamic(Arc<dyn PhysicalExpr>),
+    /// A key column of the input (over the input's schema) that one key pair
+    /// of a hash join above matches against that join's build keys (always
+    /// linked): placed by [`super::JoinFilterRule`] where DataFusion pushes
+    /// no filter, such as a key of a join on several keys.
+    KeyColumn(Arc<dyn PhysicalExpr>),
 }
 
 /// A join's build keys, kept by a [`super::LipBuildKeysExec`] under that
@@ -150,7 +154,10 @@ impl LipFilterExec {
                     .join(", ");
                 // `k@3` reads better as `k`.
                 let name = strip_indices(&name);
-                Ok(JoinFilter { expr, name })
+                Ok(JoinFilter {
+                    source: FilterSource::Dynamic(expr),
+                    name,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let compiled = (0..filters.len()).map(|_| Mutex::default()).collect();
@@ -183,14 +190,56 @@ impl LipFilterExec {
         self
     }
 
+    /// Also matches `key` (a column of the input) against the build keys
+    /// `link` holds, those of a join above whose key pair `key = build_key`
+    /// (EXPLAIN's name for the filter) DataFusion pushes nowhere. Taken up
+    /// once every partition of that join's build has ended.
+    pub(crate) fn with_key_filter(
+        mut self,
+        key: Arc<dyn PhysicalExpr>,
+        build_key: &str,
+        link: BuildKeysLink,
+    ) -> Self {
+        let mut name = format!(
+            "{}={}",
+            strip_indices(&key.to_string()),
+            strip_indices(build_key)
+        );
+        // Each filter's metrics are named after it: keep names apart.
+        while self.filters.iter().any(|f| f.name == name) {
+            name.push('\'');
+        }
+        self.filters.push(JoinFilter {
+            source: FilterSource::KeyColumn(key),
+            name,
+        });
+        self.build_keys.push(Some(link));
+        // Planning, not running: nothing is compiled yet.
+        self.compiled = (0..self.filters.len()).map(|_| Mutex::default()).collect();
+        self
+    }
+
     /// The input.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
     }
 
-    /// The dynamic filters it applies.
+    /// The dynamic filters it applies (the key filters placed with them
+    /// are not expressions a join updates: see [`Self::filter_count`]).
     pub fn filters(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.filters.iter().map(|f| Arc::clone(&f.expr)).collect()
+        self.filters
+            .iter()
+            .filter_map(|f| match &f.source {
+                FilterSource::Dynamic(expr) => Some(Arc::clone(expr)),
+                FilterSource::KeyColumn(_) => None,
+            })
+            .collect()
+    }
+
+    /// How many filters it applies: its dynamic filters and its key
+    /// filters.
+    pub(crate) fn filter_count(&self) -> usize {
+        self.filters.len()
     }
 
     /// The widest key range it compiles into bits.
@@ -210,23 +259,38 @@ impl LipFilterExec {
         let filter = &self.filters[i];
         let mut state = self.compiled[i].lock();
         if let Compiled::NotYet = *state {
-            let dynamic = filter.dynamic();
-            if futures::FutureExt::now_or_never(dynamic.wait_complete()).is_none() {
-                return Ok(Compiled::NotYet);
-            }
-            let keys = self.build_keys[i].as_ref().and_then(|link| {
-                link.keys
-                    .take_finished()
-                    .map(|keys| (keys, link.null_equal, self.max_key_bits))
-            });
-            *state = compile(
-                dynamic,
-                keys,
-                &self.input.schema(),
-                self.max_bits,
-                pool,
-                &filter.name,
-            )?;
+            let schema = self.input.schema();
+            let link = self.build_keys[i].as_ref();
+            let bits = match &filter.source {
+                FilterSource::Dynamic(expr) => {
+                    let Some(dynamic) = expr.downcast_ref::<DynamicFilterPhysicalExpr>()
+                    else {
+                        return internal_err!("{expr} is not a dynamic filter");
+                    };
+                    if futures::FutureExt::now_or_never(dynamic.wait_complete()).is_none()
+                    {
+                        return Ok(Compiled::NotYet);
+                    }
+                    let keys = link.and_then(|link| {
+                        link.keys
+                            .take_finished()
+                            .map(|keys| (keys, link.null_equal, self.max_key_bits))
+                    });
+                    compile(dynamic, keys, &schema, self.max_bits)?
+                }
+                FilterSource::KeyColumn(key) => match link.map(|l| l.keys.take()) {
+                    Some(Taken::Running) => return Ok(Compiled::NotYet),
+                    Some(Taken::Keys(keys)) => BitFilter::from_build_keys(
+                        key,
+                        &schema,
+                        &keys,
+                        link.is_some_and(|l| l.null_equal),
+                        self.max_key_bits,
+                    )?,
+                    Some(Taken::Gone) | None => None,
+                },
+            };
+            *state = reserved(bits, pool, &filter.name);
         }
         Ok(state.clone())
     }
@@ -292,47 +356,47 @@ pub(crate) fn strip_indices(s: &str) -> String {
     out
 }
 
-/// A finished dynamic filter as bits, or nothing to apply here: from its
-/// join's build keys when `keys` holds them (with whether NULLs match and
-/// the widest range), else from its predicate.
+/// A finished dynamic filter as bits, or `None`: from its join's build
+/// keys when `keys` holds them (with whether NULLs match and the widest
+/// range), else from its predicate.
 fn compile(
     dynamic: &DynamicFilterPhysicalExpr,
     keys: Option<(Vec<ArrayRef>, bool, u64)>,
     input: &Schema,
     max_bits: u64,
-    pool: &Arc<dyn MemoryPool>,
-    name: &str,
-) -> Result<Compiled> {
+) -> Result<Option<BitFilter>> {
     let predicate = dynamic.current()?;
     if predicate.downcast_ref::<Literal>().is_some_and(|l| {
         l.value() == &datafusion::common::ScalarValue::Boolean(Some(true))
     }) {
-        return Ok(Compiled::Nothing);
+        return Ok(None);
     }
     let keys_of_probe = dynamic.children();
     let [key] = keys_of_probe.as_slice() else {
-        return Ok(Compiled::Nothing);
+        return Ok(None);
     };
-    let bits = match keys {
+    match keys {
         Some((keys, null_equal, max_key_bits)) => {
-            BitFilter::from_build_keys(key, input, &keys, null_equal, max_key_bits)?
+            BitFilter::from_build_keys(key, input, &keys, null_equal, max_key_bits)
         }
-        None => BitFilter::try_new(&predicate, key, input, max_bits)?,
-    };
+        None => BitFilter::try_new(&predicate, key, input, max_bits),
+    }
+}
+
+/// `bits` accounted to `pool`, or nothing to apply here.
+fn reserved(bits: Option<BitFilter>, pool: &Arc<dyn MemoryPool>, name: &str) -> Compiled {
     if let Some(bits) = bits {
         let reservation =
             MemoryConsumer::new(format!("LipFilterExec[{name}]")).register(pool);
         if reservation.try_grow(bits.size()).is_ok() {
-            return Ok(Compiled::Ready(Arc::new(
-                bits.with_reservation(reservation),
-            )));
+            return Compiled::Ready(Arc::new(bits.with_reservation(reservation)));
         }
     }
     // Not bits (several or non-integer keys, too wide a range, no memory):
     // the join applies its filter itself. Applying DataFusion's membership
     // test here as well measured slower (TPC-H Q3, Q4, Q5, Q20): it costs
     // about what the join's probe costs.
-    Ok(Compiled::Nothing)
+    Compiled::Nothing
 }
 
 impl DisplayAs for LipFilterExec {
@@ -389,7 +453,10 @@ impl ExecutionPlan for LipFilterExec {
     ) -> Result<TreeNodeRecursion> {
         // The joins look for their filter's consumers here.
         for filter in &self.filters {
-            if f(&filter.expr)? == TreeNodeRecursion::Stop {
+            let expr = match &filter.source {
+                FilterSource::Dynamic(expr) | FilterSource::KeyColumn(expr) => expr,
+            };
+            if f(expr)? == TreeNodeRecursion::Stop {
                 return Ok(TreeNodeRecursion::Stop);
             }
         }
@@ -403,10 +470,18 @@ impl ExecutionPlan for LipFilterExec {
         if children.len() != 1 {
             return internal_err!("LipFilterExec expects one child");
         }
-        Ok(Arc::new(
-            Self::try_new(children.swap_remove(0), self.filters(), self.max_bits)?
-                .with_build_keys(self.build_keys.clone(), self.max_key_bits),
-        ))
+        let filters = self.filters.clone();
+        let compiled = (0..filters.len()).map(|_| Mutex::default()).collect();
+        Ok(Arc::new(Self {
+            input: children.swap_remove(0),
+            filters,
+            max_bits: self.max_bits,
+            build_keys: self.build_keys.clone(),
+            max_key_bits: self.max_key_bits,
+            compiled,
+            last_order: Arc::default(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
     }
 
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
@@ -444,7 +519,13 @@ impl LipFilterExec {
     /// What the streams share: this operator's filters and their
     /// compilation.
     fn shared(&self) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(self.copy())
+    }
+
+    /// Another handle on this operator: same filters, compilation and
+    /// metrics.
+    pub(crate) fn copy(&self) -> Self {
+        Self {
             input: Arc::clone(&self.input),
             filters: self.filters.clone(),
             max_bits: self.max_bits,
@@ -453,6 +534,6 @@ impl LipFilterExec {
             compiled: Arc::clone(&self.compiled),
             last_order: Arc::clone(&self.last_order),
             metrics: self.metrics.clone(),
-        })
+        }
     }
 }

@@ -275,7 +275,7 @@ fn range_len(min: i64, max: i64, max_bits: u64) -> Option<u64> {
 }
 
 /// Whether keys of `t` can be probed in bits (their values fit an `i64`).
-fn bit_key_type(t: &DataType) -> bool {
+pub(crate) fn bit_key_type(t: &DataType) -> bool {
     matches!(
         t,
         DataType::Int8

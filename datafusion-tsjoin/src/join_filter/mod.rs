@@ -38,6 +38,13 @@
 //!       predicate=DynamicFilter[…] AND …                DataSourceExec: lineorder, predicate=…
 //! ```
 //!
+//! DataFusion pushes a join's filter only into a scan that reads all of
+//! its probe keys. A join on keys from several tables (TPC-H Q5's
+//! `l_suppkey = s_suppkey AND c_nationkey = s_nationkey`) filters nothing
+//! before it; the rule then follows each of its integer keys down to the
+//! scan that reads it, where the join's build keys filter it (EXPLAIN
+//! names such a filter `probe=build`: `l_suppkey=s_suppkey`).
+//!
 //! [`FactProbeRule`] keeps the fact table on the probe side of the star's
 //! joins where DataFusion's size estimates would build over it, so that
 //! every dimension's filter reaches the fact scan whatever the FROM order.
@@ -72,6 +79,7 @@
 mod build_keys;
 mod exec;
 mod filter;
+mod key_filters;
 mod metrics;
 pub mod prober;
 pub(crate) mod proto;

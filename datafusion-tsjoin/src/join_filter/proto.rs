@@ -4,7 +4,9 @@
 //!
 //! A decoded [`LipFilterExec`] holds copies of the filters that no join in
 //! the receiving process updates, and it applies only finished filters, so
-//! it passes its input through there; a decoded [`LipBuildKeysExec`] keeps
+//! it passes its input through there (its key filters, which read the
+//! build keys of a join in the sending process, are not sent); a decoded
+//! [`LipBuildKeysExec`] keeps
 //! its keys for no filter (the rule does not place them on a cluster; this
 //! keeps a plan that has them shippable).
 

@@ -1,11 +1,13 @@
 //! [`JoinFilterRule`]: places a [`LipFilterExec`] above every file scan
-//! that holds a hash join's dynamic filter.
+//! that holds a hash join's dynamic filter, then the key filters that
+//! DataFusion pushes nowhere (`key_filters.rs`).
 
 use super::build_keys::{BuildKeys, LipBuildKeysExec};
 use super::exec::{
     BuildKeysLink, KEY_BITS_PER_ROW, LipFilterExec, MAX_MAX_BITS, MIN_MAX_BITS,
     ROWS_PER_BIT, UNKNOWN_ROWS_MAX_BITS,
 };
+use super::key_filters::place_key_filters;
 use crate::config::{TsJoinOptions, rule_enabled};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
@@ -28,7 +30,10 @@ use std::sync::Arc;
 
 /// Puts a [`LipFilterExec`] directly above each file scan into which
 /// DataFusion pushed hash-join dynamic filters, so that every join the scan
-/// feeds drops its non-matching rows there, before any hash probe. Runs
+/// feeds drops its non-matching rows there, before any hash probe; then
+/// follows each integer key of the joins whose filters reach no scan (a
+/// join on keys of several tables) down to the scan that reads it and
+/// filters it there by that join's build keys. Runs
 /// after DataFusion's post-optimisation filter pushdown (which places those
 /// filters). Off with `SET tsjoin.join_filters = false`, on a cluster
 /// (`tsjoin.distributed`: a join and the scan it filters may run in other
@@ -51,49 +56,18 @@ impl PhysicalOptimizerRule for JoinFilterRule {
         if !rule_enabled(config, |o| o.join_filters && !o.distributed) {
             return Ok(plan);
         }
-        let joins = join_filter_ids(&plan)?;
-        if joins.is_empty() {
-            return Ok(plan);
-        }
         let fixed_bits = config
             .extensions
             .get::<TsJoinOptions>()
             .map_or(0, |o| o.join_filter_max_bits);
-        let build_keys = join_build_keys(&plan)?;
-        // The keys each filter's join keeps, made as scans use the filter
-        // (a scan is met before the join above it) and placed under the join.
-        let mut linked: HashMap<u64, Arc<BuildKeys>> = HashMap::new();
-        plan.transform_up(|node| {
-            if node.downcast_ref::<HashJoinExec>().is_some() {
-                return keep_build_keys(node, &build_keys, &linked);
-            }
-            let Some(filters) = scan_join_filters(&node, &joins) else {
-                return Ok(Transformed::no(node));
-            };
-            let rows = scan_rows(&node);
-            let (max_bits, max_key_bits) = match fixed_bits {
-                0 => (max_bits(rows), max_key_bits(rows)),
-                bits => (bits, bits),
-            };
-            let links = filters
-                .iter()
-                .map(|f| {
-                    let id = f.expression_id()?;
-                    let (_, null_equal, partitions) = build_keys.get(&id)?;
-                    let keys = linked
-                        .entry(id)
-                        .or_insert_with(|| BuildKeys::new(*partitions));
-                    Some(BuildKeysLink {
-                        keys: Arc::clone(keys),
-                        null_equal: *null_equal,
-                    })
-                })
-                .collect();
-            let lip = LipFilterExec::try_new(node, filters, max_bits)?
-                .with_build_keys(links, max_key_bits);
-            Ok(Transformed::yes(Arc::new(lip) as _))
-        })
-        .data()
+        let joins = join_filter_ids(&plan)?;
+        let plan = if joins.is_empty() {
+            plan
+        } else {
+            place_join_filters(plan, &joins, fixed_bits)?
+        };
+        // Then the key pairs DataFusion pushes nowhere.
+        place_key_filters(plan, fixed_bits)
     }
 
     fn name(&self) -> &str {
@@ -103,6 +77,51 @@ impl PhysicalOptimizerRule for JoinFilterRule {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// `plan` with a [`LipFilterExec`] over each scan that holds some of the
+/// dynamic filters `joins`, and a [`LipBuildKeysExec`] under each of those
+/// single-key joins.
+fn place_join_filters(
+    plan: Arc<dyn ExecutionPlan>,
+    joins: &HashSet<u64>,
+    fixed_bits: u64,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let build_keys = join_build_keys(&plan)?;
+    // The keys each filter's join keeps, made as scans use the filter
+    // (a scan is met before the join above it) and placed under the join.
+    let mut linked: HashMap<u64, Arc<BuildKeys>> = HashMap::new();
+    plan.transform_up(|node| {
+        if node.downcast_ref::<HashJoinExec>().is_some() {
+            return keep_build_keys(node, &build_keys, &linked);
+        }
+        let Some(filters) = scan_join_filters(&node, joins) else {
+            return Ok(Transformed::no(node));
+        };
+        let rows = scan_rows(&node);
+        let (max_bits, max_key_bits) = match fixed_bits {
+            0 => (max_bits(rows), max_key_bits(rows)),
+            bits => (bits, bits),
+        };
+        let links = filters
+            .iter()
+            .map(|f| {
+                let id = f.expression_id()?;
+                let (_, null_equal, partitions) = build_keys.get(&id)?;
+                let keys = linked
+                    .entry(id)
+                    .or_insert_with(|| BuildKeys::new(*partitions));
+                Some(BuildKeysLink {
+                    keys: Arc::clone(keys),
+                    null_equal: *null_equal,
+                })
+            })
+            .collect();
+        let lip = LipFilterExec::try_new(node, filters, max_bits)?
+            .with_build_keys(links, max_key_bits);
+        Ok(Transformed::yes(Arc::new(lip) as _))
+    })
+    .data()
 }
 
 /// The ids of the hash joins' dynamic filters in `plan`.
@@ -193,14 +212,21 @@ fn scan_join_filters(
     let scan = node.downcast_ref::<DataSourceExec>()?;
     let config = scan.data_source().downcast_ref::<FileScanConfig>()?;
     let source = config.file_source();
-    if source
-        .downcast_ref::<ParquetSource>()
-        .is_some_and(|p| p.table_parquet_options().global.pushdown_filters)
-    {
+    if filters_rows(config) {
         return None;
     }
     let filters = join_filters_in(&source.filter()?, joins);
     (!filters.is_empty()).then_some(filters)
+}
+
+/// Whether the scan `config` evaluates its predicate row by row (a
+/// Parquet scan with `pushdown_filters`): the joins' filters are applied
+/// there already, and tsjoin's are left out of it.
+pub(super) fn filters_rows(config: &FileScanConfig) -> bool {
+    config
+        .file_source()
+        .downcast_ref::<ParquetSource>()
+        .is_some_and(|p| p.table_parquet_options().global.pushdown_filters)
 }
 
 /// The dynamic filters in `predicate` whose id is in `joins` (the hash
@@ -227,7 +253,7 @@ pub(crate) fn join_filters_in(
 }
 
 /// The rows `scan` reads, as its statistics estimate them.
-fn scan_rows(scan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
+pub(super) fn scan_rows(scan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
     StatisticsContext::new()
         .compute(scan.as_ref(), &StatisticsArgs::new())
         .ok()
@@ -241,7 +267,7 @@ fn scan_rows(scan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
 /// predicate over a scan of `rows`: evaluating the predicate once per key
 /// value (serially) should cost a small share of evaluating it once per
 /// scanned row (in parallel).
-fn max_bits(rows: Option<u64>) -> u64 {
+pub(super) fn max_bits(rows: Option<u64>) -> u64 {
     rows.map_or(UNKNOWN_ROWS_MAX_BITS, |rows| {
         (rows / ROWS_PER_BIT).clamp(MIN_MAX_BITS, MAX_MAX_BITS)
     })
@@ -251,7 +277,7 @@ fn max_bits(rows: Option<u64>) -> u64 {
 /// scan of `rows`: they cost a write per build row to make, so only their
 /// memory bounds them, [`KEY_BITS_PER_ROW`] bits per scanned row (a 64th
 /// of an 8-byte key column's bytes per bit).
-fn max_key_bits(rows: Option<u64>) -> u64 {
+pub(super) fn max_key_bits(rows: Option<u64>) -> u64 {
     rows.map_or(UNKNOWN_ROWS_MAX_BITS, |rows| {
         rows.saturating_mul(KEY_BITS_PER_ROW)
             .clamp(MIN_MAX_BITS, MAX_MAX_BITS)

@@ -41,7 +41,7 @@ impl LipFilterStream {
         partition: usize,
         pool: Arc<dyn MemoryPool>,
     ) -> Self {
-        let pending = (0..exec.filters().len()).collect();
+        let pending = (0..exec.filter_count()).collect();
         Self {
             input,
             exec,
