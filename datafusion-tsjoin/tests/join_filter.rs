@@ -305,6 +305,17 @@ pub(crate) fn rows_in(lip: &Arc<dyn ExecutionPlan>) -> usize {
     })
 }
 
+/// The metrics of the plan's `LipFilterExec`s, as text.
+fn lip_metrics(plan: &Arc<dyn ExecutionPlan>) -> String {
+    let own = match plan.metrics() {
+        Some(m) if plan.name() == "LipFilterExec" => m.to_string(),
+        _ => String::new(),
+    };
+    plan.children()
+        .into_iter()
+        .fold(own, |text, c| text + &lip_metrics(c))
+}
+
 /// Rows the plan's join filters checked.
 fn filtered_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
     let own = if plan.name() == "LipFilterExec" {
@@ -359,6 +370,7 @@ pub(crate) fn partitioned_joins(ctx: &SessionContext) {
 async fn random_stars_answer_as_without_join_filters() {
     let cases = case_count("TSJOIN_LIP_CASES", 40);
     let mut fired = 0;
+    let mut blooms = 0;
     for case in 0..cases {
         let mut rng = StdRng::seed_from_u64(7000 + case);
         let dir = tempfile::tempdir().unwrap();
@@ -370,12 +382,15 @@ async fn random_stars_answer_as_without_join_filters() {
             "case {case}: join filters ran while off"
         );
         fired += usize::from(filtered_rows(&with) > 0);
+        blooms += usize::from(lip_metrics(&with).contains("kind=bloom"));
     }
-    // The filters must actually have run for the comparison to mean much.
+    // The filters must actually have run for the comparison to mean much,
+    // Bloom filters (sparse keys) among them.
     assert!(
         fired * 2 >= cases as usize,
         "join filters ran in only {fired} of {cases} cases"
     );
+    assert!(blooms > 0, "no Bloom filter in {cases} cases");
 }
 
 /// Two dense dimensions: EXPLAIN shows the operator, ANALYZE shows exact
@@ -556,11 +571,12 @@ async fn bits_over_the_memory_limit_are_left_to_the_join() {
     assert!(line.contains("join_filters=[k: exact_bits "), "{line}");
 }
 
-/// A key range wider than an eighth of the fact's rows (and 64 Ki) is left
-/// to the join: computing its bits would cost more than they save;
-/// `tsjoin.join_filter_max_bits` overrides that budget.
+/// A key range wider than the bit budget (two bits per fact row, at least
+/// 64 Ki) becomes a Bloom filter of the build keys when they fit that
+/// budget at 16 bits each, and is left to the join when not;
+/// `tsjoin.join_filter_max_bits` overrides the budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ranges_over_the_bit_budget_are_left_to_the_join() {
+async fn ranges_over_the_bit_budget_take_a_bloom_filter() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = session(2, 1000, true);
     tables(
@@ -578,8 +594,26 @@ async fn ranges_over_the_bit_budget_are_left_to_the_join() {
         ],
     )
     .await;
-    // Keys 10..200000: 200 K values, over max(20000 / 8, 64 Ki).
+    // Keys 30..199930: 200 K values, over the budget of max(2 * 20000,
+    // 64 Ki) bits; their 2000 keys at 16 bits each fit it as a Bloom filter.
     let sql = "SELECT count(*) FROM f JOIN d1 ON f.k1 = d1.k WHERE d1.a = 3";
+    let (physical, batches) = executed(&ctx, sql).await;
+    assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
+    assert!(line.contains("join_filters=[k1: bloom 4000 B"), "{line}");
+    // No false negatives; false positives within the design bound (~0.1%
+    // of the 18,000 other rows; allow 1%).
+    let lip = find(&physical, "LipFilterExec").expect("a LipFilterExec");
+    let out = lip.metrics().unwrap().output_rows().unwrap();
+    assert!((2000..=2180).contains(&out), "{out} rows out: {line}");
+    // A budget that holds the range: exact bits.
+    exec(&ctx, "SET tsjoin.join_filter_max_bits = 262144").await;
+    let (physical, batches) = executed(&ctx, sql).await;
+    assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
+    let line = crate::support::operator_line(&physical, "LipFilterExec");
+    assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
+    // One that holds neither: left to the join.
+    exec(&ctx, "SET tsjoin.join_filter_max_bits = 16384").await;
     let (physical, batches) = executed(&ctx, sql).await;
     assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
     let line = crate::support::operator_line(&physical, "LipFilterExec");
@@ -587,11 +621,6 @@ async fn ranges_over_the_bit_budget_are_left_to_the_join() {
         line.contains("join_filters=[k1: left to the join]"),
         "{line}"
     );
-    exec(&ctx, "SET tsjoin.join_filter_max_bits = 262144").await;
-    let (physical, batches) = executed(&ctx, sql).await;
-    assert_eq!(cells(&batches), vec![vec!["2000".to_string()]]);
-    let line = crate::support::operator_line(&physical, "LipFilterExec");
-    assert!(line.contains("join_filters=[k1: exact_bits "), "{line}");
 }
 
 /// A key range too wide to evaluate the join's predicate over (150 K values,

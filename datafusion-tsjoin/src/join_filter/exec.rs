@@ -47,9 +47,11 @@ pub(crate) const KEY_BITS_PER_ROW: u64 = 2;
 /// pushes into the scan but (without `parquet.pushdown_filters`) only uses
 /// to prune row groups. Once a join's build side is done, its filter is
 /// compiled into a bit per key value when the key is an integer of a small
-/// enough range (an exact filter: Quickstep's bit vector) and left to the
-/// join otherwise (its membership test costs here what the join's probe
-/// costs there); a filter whose build is not done yet
+/// enough range (an exact filter: Quickstep's bit vector), into a Bloom
+/// filter of the join's build keys when their range is too wide but they
+/// are few enough, and left to the join otherwise (its membership test
+/// costs here what the join's probe costs there); a filter whose build is
+/// not done yet
 /// is skipped, so the operator never waits. All filters are applied to
 /// each batch in adaptive order (see [`super::prober`]). Placed by
 /// [`super::JoinFilterRule`].

@@ -9,11 +9,15 @@
 //! a pure function of `k`, so for an integer key whose `[min, max]` range is
 //! small enough it is evaluated once over every value of the range, and the
 //! answers kept as one bit per value: Quickstep's exact bit-vector filter,
-//! probed with a subtraction, a compare and a bit test per row. Other keys
-//! are left to DataFusion's join: evaluating its membership test before
-//! the join costs about what the join's own probe costs (TPC-H measured
-//! slower that way), while a bit test costs a fraction of it.
+//! probed with a subtraction, a compare and a bit test per row. With the
+//! join's build keys at hand, an integer key spread too widely for that
+//! becomes a split-block Bloom filter ([`super::bloom`]) instead: a hash and
+//! one cache line per row. Other keys are left to DataFusion's join:
+//! evaluating its membership test before the join costs about what the
+//! join's own probe costs (TPC-H measured slower that way), while a bit
+//! test costs a fraction of it.
 
+use super::bloom::Bloom;
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, PrimitiveArray, RecordBatch,
 };
@@ -40,20 +44,27 @@ const DOMAIN_CHUNK: i64 = 1 << 16;
 /// cannot collide with another column the predicate reads).
 const DOMAIN_KEY: &str = "\u{0}join filter key";
 
-/// Quickstep's exact filter: bit `v - min` says whether key `v` passes.
+/// A join filter's bits: Quickstep's exact filter (bit `v - min` says
+/// whether key `v` passes) or a Bloom filter over the build keys.
 #[derive(Debug)]
 pub(crate) struct BitFilter {
     /// The probe key over the operator's input.
     key: Arc<dyn PhysicalExpr>,
-    min: i64,
-    /// Number of values in `[min, max]`.
-    len: u64,
-    words: Vec<u64>,
+    probe: Probe,
     /// Whether a NULL key passes (null-equal joins whose build side has a
     /// NULL key).
     nulls_pass: bool,
     /// Held while the filter lives: its bits are accounted to the pool.
     _reservation: Option<MemoryReservation>,
+}
+
+/// How a [`BitFilter`] tests a key.
+#[derive(Debug)]
+enum Probe {
+    /// One bit per value of `[min, min + len)`.
+    Exact { min: i64, len: u64, words: Vec<u64> },
+    /// The build keys in a split-block Bloom filter (no false negatives).
+    Bloom(Bloom),
 }
 
 impl BitFilter {
@@ -154,12 +165,15 @@ impl BitFilter {
     /// [`super::build_keys::LipBuildKeysExec`] kept them): bit `v - min`
     /// is set for each non-null build key `v`, over the keys' own range,
     /// when `key` (the probe key over `input`) is an integer and that range
-    /// is at most `max_bits` wide. A NULL probe key passes when
-    /// `nulls_pass` (a null-equal join) and some build key is NULL. `None`:
-    /// not of that shape, or too wide.
+    /// is at most `max_bits` wide; over a wider range, a Bloom filter of
+    /// the keys when they fit `max_bits` at [`super::bloom::BITS_PER_KEY`]
+    /// bits each. A NULL probe key passes when `nulls_pass` (a null-equal
+    /// join) and some build key is NULL. `None`: not of that shape, or too
+    /// many keys.
     ///
-    /// Costs one write per build row, where [`Self::try_new`] evaluates the
-    /// join's predicate once per value of the range.
+    /// Costs one write (a Bloom filter: a hash and eight) per build row,
+    /// where [`Self::try_new`] evaluates the join's predicate once per value
+    /// of the range.
     pub(crate) fn from_build_keys(
         key: &Arc<dyn PhysicalExpr>,
         input: &Schema,
@@ -191,7 +205,16 @@ impl BitFilter {
         // No non-null build key: an empty range, only NULLs can pass.
         let (min, max) = bounds.unwrap_or((0, -1));
         let Some(len) = range_len(min, max, max_bits) else {
-            return Ok(None);
+            // Too wide for a bit per value: a Bloom filter of the keys, in
+            // the same memory budget.
+            let count = keys.iter().map(|k| (k.len() - k.null_count()) as u64).sum();
+            let Some(mut bloom) = Bloom::sized_for(count, max_bits) else {
+                return Ok(None);
+            };
+            for k in keys {
+                k.iter().flatten().for_each(|v| bloom.insert(v));
+            }
+            return Ok(Some(Self::with_probe(key, Probe::Bloom(bloom), nulls_pass)));
         };
         let mut words = vec![0u64; len.div_ceil(64) as usize];
         for k in keys {
@@ -211,11 +234,14 @@ impl BitFilter {
         words: Vec<u64>,
         nulls_pass: bool,
     ) -> Self {
+        Self::with_probe(key, Probe::Exact { min, len, words }, nulls_pass)
+    }
+
+    /// A filter testing `key` by `probe`, not yet accounted.
+    fn with_probe(key: Arc<dyn PhysicalExpr>, probe: Probe, nulls_pass: bool) -> Self {
         Self {
             key,
-            min,
-            len,
-            words,
+            probe,
             nulls_pass,
             _reservation: None,
         }
@@ -229,28 +255,38 @@ impl BitFilter {
 
     /// Bytes of bits.
     pub(crate) fn size(&self) -> usize {
-        self.words.len() * 8
+        match &self.probe {
+            Probe::Exact { words, .. } => words.len() * 8,
+            Probe::Bloom(bloom) => bloom.size(),
+        }
     }
 
     /// The kind EXPLAIN ANALYZE shows.
     pub(crate) fn kind(&self) -> &'static str {
-        "exact_bits"
+        match &self.probe {
+            Probe::Exact { .. } => "exact_bits",
+            Probe::Bloom(_) => "bloom",
+        }
     }
 
     /// Keeps, of the rows `sel` lists (ascending), those whose key's bit is
     /// set.
     pub(crate) fn retain(&self, batch: &RecordBatch, sel: &mut Vec<u32>) -> Result<()> {
         let keys = self.key.evaluate(batch)?.into_array(batch.num_rows())?;
-        let bits = Bits {
-            min: self.min,
-            len: self.len,
-            words: &self.words,
-            nulls_pass: self.nulls_pass,
-        };
+        let nulls_pass = self.nulls_pass;
+        // One loop per key type and probe kind: no dispatch per row.
         macro_rules! probe {
             ($($t:ty),*) => {
                 $(if let Some(a) = keys.as_any().downcast_ref::<PrimitiveArray<$t>>() {
-                    bits.retain(a, sel);
+                    match &self.probe {
+                        Probe::Exact { min, len, words } => {
+                            let bits = Bits { min: *min, len: *len, words };
+                            retain(a, sel, nulls_pass, |v| bits.test(v));
+                        }
+                        Probe::Bloom(bloom) => {
+                            retain(a, sel, nulls_pass, |v| bloom.contains(v));
+                        }
+                    }
                     return Ok(());
                 })*
             };
@@ -350,7 +386,6 @@ struct Bits<'a> {
     min: i64,
     len: u64,
     words: &'a [u64],
-    nulls_pass: bool,
 }
 
 /// Integer key types a bit filter probes (all widen to `i64` exactly).
@@ -368,42 +403,44 @@ macro_rules! bit_key {
 }
 bit_key!(i8, i16, i32, i64, u8, u16, u32);
 
-impl Bits<'_> {
-    /// Keeps the rows of `sel` whose key's bit is set. Branch-free: every
-    /// row is written, and the write position advances only for a kept one.
-    ///
-    /// Invariant: `sel` is ascending and within `keys`.
-    fn retain<T>(&self, keys: &PrimitiveArray<T>, sel: &mut Vec<u32>)
-    where
-        T: ArrowPrimitiveType,
-        T::Native: BitKey,
-    {
-        let values = keys.values();
-        let mut w = 0;
-        match keys.nulls().filter(|n| n.null_count() > 0) {
-            None => {
-                for r in 0..sel.len() {
-                    let row = sel[r];
-                    sel[w] = row;
-                    w += usize::from(self.test(values[row as usize].to_i64()));
-                }
-            }
-            Some(nulls) => {
-                for r in 0..sel.len() {
-                    let row = sel[r];
-                    sel[w] = row;
-                    let keep = if nulls.is_valid(row as usize) {
-                        self.test(values[row as usize].to_i64())
-                    } else {
-                        self.nulls_pass
-                    };
-                    w += usize::from(keep);
-                }
+/// Keeps the rows of `sel` whose key passes `test` (a NULL key passes
+/// when `nulls_pass`). Branch-free: every row is written, and the write
+/// position advances only for a kept one.
+///
+/// Invariant: `sel` is ascending and within `keys`.
+fn retain<T, F>(keys: &PrimitiveArray<T>, sel: &mut Vec<u32>, nulls_pass: bool, test: F)
+where
+    T: ArrowPrimitiveType,
+    T::Native: BitKey,
+    F: Fn(i64) -> bool,
+{
+    let values = keys.values();
+    let mut w = 0;
+    match keys.nulls().filter(|n| n.null_count() > 0) {
+        None => {
+            for r in 0..sel.len() {
+                let row = sel[r];
+                sel[w] = row;
+                w += usize::from(test(values[row as usize].to_i64()));
             }
         }
-        sel.truncate(w);
+        Some(nulls) => {
+            for r in 0..sel.len() {
+                let row = sel[r];
+                sel[w] = row;
+                let keep = if nulls.is_valid(row as usize) {
+                    test(values[row as usize].to_i64())
+                } else {
+                    nulls_pass
+                };
+                w += usize::from(keep);
+            }
+        }
     }
+    sel.truncate(w);
+}
 
+impl Bits<'_> {
     #[inline(always)]
     fn test(&self, v: i64) -> bool {
         // Below `min` wraps to a huge offset, so one compare covers both ends.
@@ -425,13 +462,31 @@ mod tests {
     }
 
     #[test]
-    fn build_keys_spanning_every_i64_are_left_to_the_join() {
+    fn build_keys_spanning_every_i64_become_a_bloom_filter() {
         let s = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
         let key = datafusion::physical_expr::expressions::col("k", &s).unwrap();
         let keys: Vec<ArrayRef> =
             vec![Arc::new(Int64Array::from(vec![i64::MIN, i64::MAX]))];
-        let bits = BitFilter::from_build_keys(&key, &s, &keys, false, u64::MAX).unwrap();
-        assert!(bits.is_none());
+        let bloom = BitFilter::from_build_keys(&key, &s, &keys, false, u64::MAX)
+            .unwrap()
+            .unwrap();
+        assert_eq!((bloom.kind(), bloom.size()), ("bloom", 32));
+        let probe = RecordBatch::try_new(
+            Arc::new(s.clone()),
+            vec![Arc::new(Int64Array::from(vec![
+                Some(i64::MAX),
+                None,
+                Some(0),
+                Some(i64::MIN),
+            ]))],
+        )
+        .unwrap();
+        let mut sel: Vec<u32> = (0..4).collect();
+        bloom.retain(&probe, &mut sel).unwrap();
+        assert_eq!(sel, vec![0, 3]);
+        // Not even one 256-bit block in the budget: left to the join.
+        let none = BitFilter::from_build_keys(&key, &s, &keys, false, 255).unwrap();
+        assert!(none.is_none());
         // Within the budget: exactly the build keys pass; NULL only when asked.
         let keys: Vec<ArrayRef> =
             vec![Arc::new(Int64Array::from(vec![Some(-3), None, Some(7)]))];
@@ -537,7 +592,14 @@ mod tests {
         let k = col("k", &s).unwrap();
         let pred = partitioned_filter(false);
         let bits = BitFilter::try_new(&pred, &k, &s, 1 << 20).unwrap().unwrap();
-        assert_eq!((bits.min, bits.len), (-3, 44));
+        assert!(matches!(
+            bits.probe,
+            Probe::Exact {
+                min: -3,
+                len: 44,
+                ..
+            }
+        ));
         let b = batch((-10..60).map(Some).chain([None]).collect());
         let all: Vec<u32> = (0..b.num_rows() as u32).collect();
         assert_eq!(by_bits(&bits, &b, &all), by_predicate(&pred, &b, &all));
@@ -558,7 +620,7 @@ mod tests {
         let pred = join_filter(3, 40, &[3, 5, 7, 40]);
         let k = col("k", &s).unwrap();
         let bits = BitFilter::try_new(&pred, &k, &s, 1 << 20).unwrap().unwrap();
-        assert_eq!(bits.len, 38);
+        assert!(matches!(bits.probe, Probe::Exact { len: 38, .. }));
         assert_eq!(bits.kind(), "exact_bits");
         let keys: Vec<Option<i32>> = (-5..60)
             .map(|v| (v % 11 != 0).then_some(v))

@@ -20,7 +20,9 @@
 //! those keys (an exact filter, like Quickstep's `BitVectorExactFilter`:
 //! dense dimension keys cost `(max - min + 1) / 8` bytes, accounted to the
 //! memory pool; a filter without build keys evaluates DataFusion's own
-//! predicate over a narrower range instead); any other key is left to the
+//! predicate over a narrower range instead); integer build keys spread too
+//! widely for that but few enough for the same budget at 16 bits each
+//! become a split-block Bloom filter; any other key is left to the
 //! join (checking DataFusion's membership test before the join costs what
 //! the join's own probe costs: TPC-H measured slower that way). The operator
 //! applies all finished filters to each batch in adaptive order
@@ -76,6 +78,7 @@
 //! # std::fs::remove_dir_all(dir).ok(); Ok(()) }
 //! ```
 
+mod bloom;
 mod build_keys;
 mod exec;
 mod filter;
