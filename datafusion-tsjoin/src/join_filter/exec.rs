@@ -162,7 +162,7 @@ impl LipFilterExec {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let compiled = (0..filters.len()).map(|_| Mutex::default()).collect();
+        let compiled = uncompiled(filters.len());
         let build_keys = vec![None; filters.len()];
         Ok(Self {
             input,
@@ -217,8 +217,22 @@ impl LipFilterExec {
         });
         self.build_keys.push(Some(link));
         // Planning, not running: nothing is compiled yet.
-        self.compiled = (0..self.filters.len()).map(|_| Mutex::default()).collect();
+        self.compiled = uncompiled(self.filters.len());
         self
+    }
+
+    /// The same filters over `input`, none compiled or measured yet.
+    pub(crate) fn with_fresh_state(&self, input: Arc<dyn ExecutionPlan>) -> Self {
+        Self {
+            input,
+            filters: self.filters.clone(),
+            max_bits: self.max_bits,
+            build_keys: self.build_keys.clone(),
+            max_key_bits: self.max_key_bits,
+            compiled: uncompiled(self.filters.len()),
+            last_order: Arc::default(),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
     }
 
     /// The input.
@@ -280,16 +294,19 @@ impl LipFilterExec {
                     });
                     compile(dynamic, keys, &schema, self.max_bits)?
                 }
-                FilterSource::KeyColumn(key) => match link.map(|l| l.keys.take()) {
-                    Some(Taken::Running) => return Ok(Compiled::NotYet),
-                    Some(Taken::Keys(keys)) => BitFilter::from_build_keys(
-                        key,
-                        &schema,
-                        &keys,
-                        link.is_some_and(|l| l.null_equal),
-                        self.max_key_bits,
-                    )?,
-                    Some(Taken::Gone) | None => None,
+                FilterSource::KeyColumn(key) => match link {
+                    Some(link) => match link.keys.take() {
+                        Taken::Running => return Ok(Compiled::NotYet),
+                        Taken::Keys(keys) => BitFilter::from_build_keys(
+                            key,
+                            &schema,
+                            &keys,
+                            link.null_equal,
+                            self.max_key_bits,
+                        )?,
+                        Taken::Gone => None,
+                    },
+                    None => None,
                 },
             };
             *state = reserved(bits, pool, &filter.name);
@@ -385,6 +402,11 @@ fn compile(
     }
 }
 
+/// `n` filters' compilation states, none compiled yet.
+fn uncompiled(n: usize) -> Arc<[Mutex<Compiled>]> {
+    (0..n).map(|_| Mutex::default()).collect()
+}
+
 /// `bits` accounted to `pool`, or nothing to apply here.
 fn reserved(bits: Option<BitFilter>, pool: &Arc<dyn MemoryPool>, name: &str) -> Compiled {
     if let Some(bits) = bits {
@@ -472,18 +494,7 @@ impl ExecutionPlan for LipFilterExec {
         if children.len() != 1 {
             return internal_err!("LipFilterExec expects one child");
         }
-        let filters = self.filters.clone();
-        let compiled = (0..filters.len()).map(|_| Mutex::default()).collect();
-        Ok(Arc::new(Self {
-            input: children.swap_remove(0),
-            filters,
-            max_bits: self.max_bits,
-            build_keys: self.build_keys.clone(),
-            max_key_bits: self.max_key_bits,
-            compiled,
-            last_order: Arc::default(),
-            metrics: ExecutionPlanMetricsSet::new(),
-        }))
+        Ok(Arc::new(self.with_fresh_state(children.swap_remove(0))))
     }
 
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
@@ -521,13 +532,7 @@ impl LipFilterExec {
     /// What the streams share: this operator's filters and their
     /// compilation.
     fn shared(&self) -> Arc<Self> {
-        Arc::new(self.copy())
-    }
-
-    /// Another handle on this operator: same filters, compilation and
-    /// metrics.
-    pub(crate) fn copy(&self) -> Self {
-        Self {
+        Arc::new(Self {
             input: Arc::clone(&self.input),
             filters: self.filters.clone(),
             max_bits: self.max_bits,
@@ -536,6 +541,6 @@ impl LipFilterExec {
             compiled: Arc::clone(&self.compiled),
             last_order: Arc::clone(&self.last_order),
             metrics: self.metrics.clone(),
-        }
+        })
     }
 }

@@ -34,7 +34,7 @@
 use super::build_keys::{BuildKeys, LipBuildKeysExec};
 use super::exec::{BuildKeysLink, LipFilterExec};
 use super::filter::bit_key_type;
-use super::rule::{filters_rows, max_bits, max_key_bits, scan_rows};
+use super::rule::{bit_budgets, filters_rows};
 use datafusion::common::tree_node::{
     Transformed, TransformedResult, TreeNode, TreeNodeRecursion,
 };
@@ -76,13 +76,13 @@ pub(super) fn place_key_filters(
         let null_equal = join.null_equality() == NullEquality::NullEqualsNull;
         let partitions = join.left().output_partitioning().partition_count();
         let (mut left, mut right) = (Arc::clone(join.left()), Arc::clone(join.right()));
+        let integers = |e: &Arc<dyn PhysicalExpr>, side: &Arc<dyn ExecutionPlan>| {
+            e.data_type(&side.schema()).is_ok_and(|t| bit_key_type(&t))
+        };
         let mut placed = false;
         for (build_key, probe_key) in join.on() {
             let Some(column) = probe_key.downcast_ref::<Column>() else {
                 continue;
-            };
-            let integers = |e: &Arc<dyn PhysicalExpr>, side: &Arc<dyn ExecutionPlan>| {
-                e.data_type(&side.schema()).is_ok_and(|t| bit_key_type(&t))
             };
             if !integers(probe_key, &right) || !integers(build_key, &left) {
                 continue;
@@ -191,11 +191,9 @@ fn place(
     if let Some(lip) = plan.downcast_ref::<LipFilterExec>()
         && lip.input().downcast_ref::<DataSourceExec>().is_some()
     {
-        let lip = lip.copy().with_key_filter(
-            key(&plan.schema()),
-            &filter.build_key,
-            filter.link.clone(),
-        );
+        let lip = lip
+            .with_fresh_state(Arc::clone(lip.input()))
+            .with_key_filter(key(&plan.schema()), &filter.build_key, filter.link.clone());
         return Ok(Some(Arc::new(lip)));
     }
     if let Some(scan) = plan.downcast_ref::<DataSourceExec>() {
@@ -206,11 +204,7 @@ fn place(
         {
             return Ok(None);
         }
-        let rows = scan_rows(plan);
-        let (bits, key_bits) = match filter.fixed_bits {
-            0 => (max_bits(rows), max_key_bits(rows)),
-            bits => (bits, bits),
-        };
+        let (bits, key_bits) = bit_budgets(plan, filter.fixed_bits);
         let lip = LipFilterExec::try_new(Arc::clone(plan), vec![], bits)?
             .with_build_keys(vec![], key_bits)
             .with_key_filter(key(&plan.schema()), &filter.build_key, filter.link.clone());

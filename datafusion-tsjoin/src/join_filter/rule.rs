@@ -98,11 +98,7 @@ fn place_join_filters(
         let Some(filters) = scan_join_filters(&node, joins) else {
             return Ok(Transformed::no(node));
         };
-        let rows = scan_rows(&node);
-        let (max_bits, max_key_bits) = match fixed_bits {
-            0 => (max_bits(rows), max_key_bits(rows)),
-            bits => (bits, bits),
-        };
+        let (max_bits, max_key_bits) = bit_budgets(&node, fixed_bits);
         let links = filters
             .iter()
             .map(|f| {
@@ -252,8 +248,21 @@ pub(crate) fn join_filters_in(
     filters
 }
 
+/// The widest key ranges a filter over `scan` turns into bits, from the
+/// join's predicate and from its build keys: `fixed_bits` for both when set
+/// (`tsjoin.join_filter_max_bits`), else sized by the rows `scan` reads.
+pub(super) fn bit_budgets(scan: &Arc<dyn ExecutionPlan>, fixed_bits: u64) -> (u64, u64) {
+    match fixed_bits {
+        0 => {
+            let rows = scan_rows(scan);
+            (max_bits(rows), max_key_bits(rows))
+        }
+        bits => (bits, bits),
+    }
+}
+
 /// The rows `scan` reads, as its statistics estimate them.
-pub(super) fn scan_rows(scan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
+fn scan_rows(scan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
     StatisticsContext::new()
         .compute(scan.as_ref(), &StatisticsArgs::new())
         .ok()
@@ -267,7 +276,7 @@ pub(super) fn scan_rows(scan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
 /// predicate over a scan of `rows`: evaluating the predicate once per key
 /// value (serially) should cost a small share of evaluating it once per
 /// scanned row (in parallel).
-pub(super) fn max_bits(rows: Option<u64>) -> u64 {
+fn max_bits(rows: Option<u64>) -> u64 {
     rows.map_or(UNKNOWN_ROWS_MAX_BITS, |rows| {
         (rows / ROWS_PER_BIT).clamp(MIN_MAX_BITS, MAX_MAX_BITS)
     })
@@ -277,7 +286,7 @@ pub(super) fn max_bits(rows: Option<u64>) -> u64 {
 /// scan of `rows`: they cost a write per build row to make, so only their
 /// memory bounds them, [`KEY_BITS_PER_ROW`] bits per scanned row (a 64th
 /// of an 8-byte key column's bytes per bit).
-pub(super) fn max_key_bits(rows: Option<u64>) -> u64 {
+fn max_key_bits(rows: Option<u64>) -> u64 {
     rows.map_or(UNKNOWN_ROWS_MAX_BITS, |rows| {
         rows.saturating_mul(KEY_BITS_PER_ROW)
             .clamp(MIN_MAX_BITS, MAX_MAX_BITS)
